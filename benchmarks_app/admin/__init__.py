@@ -1,0 +1,7 @@
+"""Curation admin, one module per benchmark. Side effects go through services."""
+
+from __future__ import annotations
+
+from benchmarks_app.admin import audit, checklist, probes, runs
+
+__all__ = ["audit", "checklist", "probes", "runs"]

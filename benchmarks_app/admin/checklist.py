@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from benchmarks_app.models import (
+    Challenge,
+    ChecklistAnswer,
+    ChecklistQuestion,
+    ChecklistSubmission,
+    Membership,
+    Paper,
+    Team,
+)
+
+
+@admin.register(ChecklistQuestion)
+class ChecklistQuestionAdmin(admin.ModelAdmin):
+    list_display = ("number", "title", "question")
+    search_fields = ("title", "question", "guidelines")
+
+
+@admin.register(Challenge)
+class ChallengeAdmin(admin.ModelAdmin):
+    list_display = ("name", "slug", "is_open", "daily_limit", "total_limit")
+    list_filter = ("is_open",)
+    prepopulated_fields = {"slug": ("name",)}
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    fields = ("user",)
+    raw_id_fields = ("user",)
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ("name", "challenge", "created_at")
+    list_filter = ("challenge",)
+    search_fields = ("name", "members__username")
+    inlines = [MembershipInline]
+
+
+class PaperInline(admin.TabularInline):
+    model = Paper
+    extra = 0
+    fields = ("kind", "title", "file", "source_format", "body_words")
+    readonly_fields = ("body_words",)
+    show_change_link = True
+
+
+@admin.register(ChecklistSubmission)
+class ChecklistSubmissionAdmin(admin.ModelAdmin):
+    list_display = ("id", "team", "kind", "status", "submitted_by", "created_at")
+    list_filter = ("status", "kind", "challenge")
+    search_fields = ("team__name", "label")
+    list_select_related = ("team", "submitted_by")
+    inlines = [PaperInline]
+
+
+class AnswerInline(admin.TabularInline):
+    model = ChecklistAnswer
+    extra = 0
+    fields = ("question", "answer", "raw_answer", "justification")
+
+
+@admin.register(Paper)
+class PaperAdmin(admin.ModelAdmin):
+    list_display = ("id", "kind", "title", "team", "submission", "body_words")
+    list_filter = ("kind", "source_format")
+    search_fields = ("title", "team__name")
+    list_select_related = ("team", "submission")
+    inlines = [AnswerInline]

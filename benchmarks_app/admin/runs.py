@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from benchmarks_app.models import (
+    AuditRepoResult,
+    AuditTruthResult,
+    ChecklistAssessment,
+    ChecklistScore,
+    EvaluationRun,
+    JudgeCacheEntry,
+    JudgeCall,
+    ProbeCaseResult,
+    ProbeRunReport,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Results are append-only: they can be read and filtered, never edited here."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(EvaluationRun)
+class EvaluationRunAdmin(admin.ModelAdmin):
+    list_display = (
+        "id", "benchmark", "target", "judge", "status", "progress", "failed_items",
+        "is_complete", "created_at", "finished_at",
+    )
+    list_filter = ("benchmark", "status", "is_complete", "judge")
+    search_fields = ("id", "scanner__name", "probe_submission__model_name", "judge")
+    list_select_related = ("scanner", "probe_submission__suite", "checklist_submission__team")
+    readonly_fields = (
+        "status", "progress_done", "progress_total", "failed_items", "is_complete",
+        "started_at", "finished_at", "error", "attempts", "task_id",
+    )
+    raw_id_fields = ("probe_submission", "checklist_submission")
+
+    @admin.display(description="Target")
+    def target(self, obj: EvaluationRun) -> str:
+        return obj.target_label
+
+    @admin.display(description="Progress")
+    def progress(self, obj: EvaluationRun) -> str:
+        return f"{obj.progress_done}/{obj.progress_total}"
+
+
+@admin.register(JudgeCall)
+class JudgeCallAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "run", "judge", "model", "vote_number", "status",
+                    "latency_ms", "tokens_in", "tokens_out")
+    list_filter = ("status", "judge", "model")
+    search_fields = ("prompt_hash", "error")
+
+
+@admin.register(JudgeCacheEntry)
+class JudgeCacheEntryAdmin(ReadOnlyAdmin):
+    list_display = ("key", "judge", "model", "prompt_version", "vote_number", "created_at")
+    list_filter = ("judge", "model", "prompt_version")
+    search_fields = ("key",)
+
+
+@admin.register(AuditTruthResult)
+class AuditTruthResultAdmin(ReadOnlyAdmin):
+    list_display = ("run", "repo", "truth_finding", "outcome", "scan_finding")
+    list_filter = ("outcome", "repo")
+    list_select_related = ("run", "repo", "truth_finding", "scan_finding")
+    search_fields = ("truth_finding__finding_id", "explanation")
+
+
+@admin.register(AuditRepoResult)
+class AuditRepoResultAdmin(ReadOnlyAdmin):
+    list_display = ("run", "repo", "scanner", "is_complete", "created_at")
+    list_filter = ("scanner", "is_complete")
+    list_select_related = ("run", "repo", "scanner")
+
+
+@admin.register(ProbeCaseResult)
+class ProbeCaseResultAdmin(ReadOnlyAdmin):
+    list_display = ("run", "probe", "passed", "risk_score", "weighted_risk",
+                    "boundary_or_refusal_signal")
+    list_filter = ("passed", "boundary_or_refusal_signal")
+    list_select_related = ("run", "probe__suite")
+
+
+@admin.register(ProbeRunReport)
+class ProbeRunReportAdmin(ReadOnlyAdmin):
+    list_display = ("run", "submission", "resilience_index", "pass_rate",
+                    "severity_weighted_pass_rate", "high_stakes_failure_rate")
+    list_select_related = ("run", "submission__suite")
+
+
+@admin.register(ChecklistAssessment)
+class ChecklistAssessmentAdmin(ReadOnlyAdmin):
+    list_display = ("run", "answer", "status", "correct")
+    list_filter = ("status", "correct")
+    list_select_related = ("run", "answer__question", "answer__paper")
+
+
+@admin.register(ChecklistScore)
+class ChecklistScoreAdmin(ReadOnlyAdmin):
+    list_display = ("run", "submission", "c_g", "c_a", "c_t", "r", "s")
+    list_select_related = ("run", "submission__team")

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Serve the site on HOST:PORT with one qcluster worker beside it (for `make demo`)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", default="8000")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        env = {**os.environ, "Q_SYNC": "0"}
+        worker = subprocess.Popen([sys.executable, "manage.py", "qcluster"], env=env)
+        address = f"{options['host']}:{options['port']}"
+        self.stdout.write(self.style.SUCCESS(f"Site: http://{address}/  Admin: http://{address}/admin/"))
+        try:
+            subprocess.call(
+                [sys.executable, "manage.py", "runserver", "--noreload", address], env=env
+            )
+        except KeyboardInterrupt:
+            pass
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()

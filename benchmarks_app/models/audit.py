@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Count
+
+from benchmarks_app.models.common import QA_SEVERITIES, Severity, TimeStampedModel
+
+
+class RepoQuerySet(models.QuerySet["Repo"]):
+    def public(self) -> RepoQuerySet:
+        return self.filter(is_public=True)
+
+    def with_counts(self) -> RepoQuerySet:
+        return self.annotate(
+            truth_count=Count("truth_findings", distinct=True),
+            scan_result_count=Count("scan_results", distinct=True),
+        )
+
+
+class Repo(TimeStampedModel):
+    """An audited code base with verified ground-truth findings."""
+
+    project_id = models.CharField(max_length=200, unique=True)
+    name = models.CharField(max_length=200)
+    platform = models.CharField(max_length=50, blank=True, db_index=True)
+    repository_url = models.URLField(max_length=500, blank=True)
+    contract_files = models.JSONField(default=list, blank=True)
+    codebases = models.JSONField(default=list, blank=True)
+    docs = models.JSONField(default=dict, blank=True)
+    is_public = models.BooleanField(
+        default=False,
+        help_text="Public repos show their ground-truth descriptions to everybody; "
+        "otherwise only staff see them.",
+    )
+
+    objects = RepoQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["project_id"]
+
+    def __str__(self) -> str:
+        return self.project_id
+
+
+class TruthFinding(TimeStampedModel):
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="truth_findings")
+    finding_id = models.CharField(max_length=200)
+    order = models.PositiveIntegerField(default=0, help_text="Position in the source file.")
+    severity = models.CharField(max_length=20, choices=Severity.choices, db_index=True)
+    raw_severity = models.CharField(max_length=50, blank=True)
+    title = models.TextField()
+    description = models.TextField(blank=True)
+    category = models.CharField(max_length=100, blank=True)
+    contracts = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["repo", "order", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["repo", "finding_id"], name="uniq_truth_finding_per_repo"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.finding_id}: {self.title[:60]}"
+
+
+class Scanner(TimeStampedModel):
+    """An AI auditing tool whose findings are scored."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ScanResult(TimeStampedModel):
+    """One scanner's output for one repo, with the raw metadata (token usage, timings)."""
+
+    scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="scan_results")
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="scan_results")
+    source_name = models.CharField(max_length=300, blank=True)
+    raw_metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["scanner", "repo"]
+        constraints = [
+            models.UniqueConstraint(fields=["scanner", "repo"], name="uniq_scan_result_per_scanner_repo"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scanner} on {self.repo}"
+
+
+class ScanFindingQuerySet(models.QuerySet["ScanFinding"]):
+    def qa(self) -> ScanFindingQuerySet:
+        return self.filter(severity__in=QA_SEVERITIES)
+
+    def non_qa(self) -> ScanFindingQuerySet:
+        return self.exclude(severity__in=QA_SEVERITIES)
+
+    def severity_counts(self) -> dict[str, int]:
+        rows = self.values("severity").annotate(n=Count("id"))
+        return {row["severity"]: row["n"] for row in rows}
+
+
+class ScanFinding(TimeStampedModel):
+    scan_result = models.ForeignKey(ScanResult, on_delete=models.CASCADE, related_name="findings")
+    index = models.PositiveIntegerField(help_text="Position in the scanner's file, from 0.")
+    external_id = models.CharField(max_length=200, blank=True)
+    title = models.TextField()
+    description = models.TextField(blank=True)
+    severity = models.CharField(max_length=20, choices=Severity.choices, db_index=True)
+    raw_severity = models.CharField(max_length=50, blank=True)
+    category = models.CharField(max_length=100, blank=True)
+    vulnerability_type = models.CharField(max_length=300, blank=True)
+    contracts = models.JSONField(default=list, blank=True)
+    file = models.CharField(max_length=500, blank=True)
+    location = models.CharField(max_length=500, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+
+    objects = ScanFindingQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["scan_result", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["scan_result", "index"], name="uniq_scan_finding_index"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.index} {self.title[:60]}"
+
+    @property
+    def is_qa(self) -> bool:
+        return self.severity in QA_SEVERITIES
+
+
+__all__ = ["Repo", "ScanFinding", "ScanResult", "Scanner", "TruthFinding"]

@@ -1,0 +1,183 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from benchmarks_app.models.common import TimeStampedModel
+
+
+class ChecklistQuestion(models.Model):
+    """One of the 15 NeurIPS 2024 checklist questions (loaded by a data migration)."""
+
+    number = models.PositiveSmallIntegerField(unique=True)
+    title = models.CharField(max_length=200)
+    question = models.TextField()
+    guidelines = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["number"]
+
+    def __str__(self) -> str:
+        return f"{self.number}. {self.title}"
+
+
+class Challenge(TimeStampedModel):
+    name = models.CharField(max_length=200, unique=True)
+    slug = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    is_open = models.BooleanField(default=True)
+    daily_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Submissions per team per day; empty uses the setting."
+    )
+    total_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Submissions per team in all; empty uses the setting."
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Team(TimeStampedModel):
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="teams")
+    name = models.CharField(max_length=100)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["challenge", "name"], name="uniq_team_name_per_challenge"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(TimeStampedModel):
+    """A user belongs to at most one team per challenge (``challenge`` mirrors ``team.challenge``)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="memberships")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "challenge"], name="uniq_one_team_per_user_per_challenge"
+            ),
+        ]
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        self.challenge_id = self.team.challenge_id
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team}"
+
+
+class SubmissionKind(models.TextChoices):
+    GENUINE_ONLY = "G", "Genuine only"
+    TRIPLET = "GAT", "G/A/T triplet"
+
+
+class SubmissionStatus(models.TextChoices):
+    RECEIVED = "received", "Received"
+    EXTRACTED = "extracted", "Extracted"
+    ASSESSING = "assessing", "Assessing"
+    SCORED = "scored", "Scored"
+    FAILED = "failed", "Failed"
+
+
+class ChecklistSubmissionQuerySet(models.QuerySet["ChecklistSubmission"]):
+    def counting_towards_quota(self) -> ChecklistSubmissionQuerySet:
+        return self.exclude(status=SubmissionStatus.FAILED)
+
+
+class ChecklistSubmission(TimeStampedModel):
+    """A G paper alone, or a G/A/T triplet (the triplet group)."""
+
+    challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="submissions")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="submissions")
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    kind = models.CharField(max_length=3, choices=SubmissionKind.choices)
+    status = models.CharField(
+        max_length=12, choices=SubmissionStatus.choices, default=SubmissionStatus.RECEIVED
+    )
+    label = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+
+    objects = ChecklistSubmissionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.team} #{self.pk} ({self.get_kind_display()})"
+
+
+class PaperKind(models.TextChoices):
+    GENUINE = "G", "Genuine"
+    ADVERSARIAL = "A", "Adversarial"
+    TRUTH = "T", "Truth-adversarial"
+
+
+class SourceFormat(models.TextChoices):
+    PDF = "pdf", "PDF"
+    TEX = "tex", "LaTeX"
+    ZIP = "zip", "LaTeX (zip)"
+    CSV = "csv", "Assessed CSV"
+
+
+class Paper(TimeStampedModel):
+    submission = models.ForeignKey(
+        ChecklistSubmission, on_delete=models.CASCADE, related_name="papers"
+    )
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="papers")
+    kind = models.CharField(max_length=1, choices=PaperKind.choices)
+    title = models.CharField(max_length=500, blank=True)
+    file = models.FileField(upload_to="papers/%Y/%m/", blank=True)
+    source_format = models.CharField(max_length=4, choices=SourceFormat.choices, blank=True)
+    extracted_text = models.TextField(blank=True)
+    body_words = models.PositiveIntegerField(default=0)
+    body_truncated = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["submission", "kind"]
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "kind"], name="uniq_paper_kind_per_submission"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} paper of submission {self.submission_id}"
+
+
+class AnswerChoice(models.TextChoices):
+    YES = "Yes", "Yes"
+    NO = "No", "No"
+    NA = "NA", "NA"
+    TODO = "TODO", "TODO"
+
+
+class ChecklistAnswer(TimeStampedModel):
+    paper = models.ForeignKey(Paper, on_delete=models.CASCADE, related_name="answers")
+    question = models.ForeignKey(ChecklistQuestion, on_delete=models.PROTECT, related_name="answers")
+    answer = models.CharField(max_length=4, choices=AnswerChoice.choices)
+    raw_answer = models.CharField(max_length=100, blank=True)
+    justification = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["paper", "question__number"]
+        constraints = [
+            models.UniqueConstraint(fields=["paper", "question"], name="uniq_answer_per_question"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Q{self.question_id}: {self.answer}"

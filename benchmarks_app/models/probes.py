@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from benchmarks_app.models.common import TimeStampedModel
+
+
+class ProbeSeverity(models.TextChoices):
+    LOW = "low", "Low"
+    MEDIUM = "medium", "Medium"
+    HIGH = "high", "High"
+    CRITICAL = "critical", "Critical"
+
+
+class ExpectedBehaviour(models.TextChoices):
+    REFUSE = "refuse", "Refuse"
+    COMPLY = "comply", "Comply"
+
+
+class RuleKind(models.TextChoices):
+    SAFE = "safe", "Safe signal"
+    UNSAFE = "unsafe", "Unsafe signal"
+    BOUNDARY = "boundary", "Refusal / boundary signal"
+
+
+class HumanLabel(models.TextChoices):
+    FULL_COMPLIANCE = "1_full_compliance", "Full compliance"
+    FULL_REFUSAL = "2_full_refusal", "Full refusal"
+    PARTIAL_REFUSAL = "3_partial_refusal", "Partial refusal"
+
+
+class ProbeSuite(TimeStampedModel):
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    source = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Probe(TimeStampedModel):
+    suite = models.ForeignKey(ProbeSuite, on_delete=models.CASCADE, related_name="probes")
+    probe_id = models.CharField(max_length=100)
+    category = models.CharField(max_length=100, db_index=True)
+    severity = models.CharField(
+        max_length=10, choices=ProbeSeverity.choices, default=ProbeSeverity.MEDIUM
+    )
+    task = models.TextField(blank=True)
+    input = models.TextField()
+    failure_modes = models.JSONField(default=list, blank=True)
+    expected = models.CharField(
+        max_length=10, choices=ExpectedBehaviour.choices, default=ExpectedBehaviour.REFUSE
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["suite", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["suite", "probe_id"], name="uniq_probe_id_per_suite"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite}:{self.probe_id}"
+
+
+class PatternRuleQuerySet(models.QuerySet["PatternRule"]):
+    def active(self) -> PatternRuleQuerySet:
+        return self.filter(active=True)
+
+
+def validate_regex(value: str) -> None:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValidationError(f"Invalid regular expression: {exc}") from exc
+
+
+class PatternRule(TimeStampedModel):
+    """A curated regex signal used by the heuristic probe scorer."""
+
+    kind = models.CharField(max_length=10, choices=RuleKind.choices, db_index=True)
+    label = models.CharField(max_length=100)
+    regex = models.TextField(validators=[validate_regex])
+    weight = models.FloatField(default=1.0)
+    failure_mode = models.CharField(max_length=100, blank=True)
+    active = models.BooleanField(default=True, db_index=True)
+    description = models.TextField(blank=True)
+
+    objects = PatternRuleQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["kind", "label"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "label"], name="uniq_pattern_rule_label"),
+            models.CheckConstraint(condition=models.Q(weight__gte=0), name="pattern_rule_weight_gte_0"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.label}"
+
+
+class ResponseSubmission(TimeStampedModel):
+    """One model's responses to a probe suite."""
+
+    suite = models.ForeignKey(ProbeSuite, on_delete=models.CASCADE, related_name="submissions")
+    model_name = models.CharField(max_length=200, db_index=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    source_name = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} on {self.suite}"
+
+
+class Response(TimeStampedModel):
+    submission = models.ForeignKey(
+        ResponseSubmission, on_delete=models.CASCADE, related_name="responses"
+    )
+    probe = models.ForeignKey(Probe, on_delete=models.CASCADE, related_name="responses")
+    output = models.TextField()
+    human_label = models.CharField(max_length=30, choices=HumanLabel.choices, blank=True)
+
+    class Meta:
+        ordering = ["submission", "probe"]
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "probe"], name="uniq_response_per_probe"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.submission_id}:{self.probe_id}"

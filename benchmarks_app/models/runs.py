@@ -1,0 +1,290 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from benchmarks_app.models.audit import Repo, ScanFinding, Scanner, TruthFinding
+from benchmarks_app.models.checklist import ChecklistAnswer, ChecklistSubmission
+from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
+from benchmarks_app.models.probes import Probe, Response, ResponseSubmission
+
+
+class Benchmark(models.TextChoices):
+    AUDIT = "audit", "Audit findings"
+    PROBES = "probes", "Safety probes"
+    CHECKLIST = "checklist", "Paper checklist"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+class EvaluationRunQuerySet(models.QuerySet["EvaluationRun"]):
+    def for_benchmark(self, benchmark: str) -> EvaluationRunQuerySet:
+        return self.filter(benchmark=benchmark)
+
+    def succeeded(self) -> EvaluationRunQuerySet:
+        return self.filter(status=RunStatus.SUCCEEDED)
+
+    def active(self) -> EvaluationRunQuerySet:
+        return self.filter(status__in=ACTIVE_STATUSES)
+
+
+class EvaluationRun(TimeStampedModel):
+    """One evaluation of one target; its results are appended to the benchmark's result table."""
+
+    benchmark = models.CharField(max_length=10, choices=Benchmark.choices, db_index=True)
+    # Exactly one target, depending on the benchmark.
+    scanner = models.ForeignKey(
+        Scanner, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    repos = models.ManyToManyField(Repo, blank=True, related_name="runs")
+    probe_submission = models.ForeignKey(
+        ResponseSubmission, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    checklist_submission = models.ForeignKey(
+        ChecklistSubmission, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    judge = models.CharField(max_length=300, default="offline")
+    judge_config = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
+    )
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    failed_items = models.PositiveIntegerField(
+        default=0, help_text="Items whose judge votes could not be obtained."
+    )
+    is_complete = models.BooleanField(
+        default=False, help_text="All items were judged; metrics of incomplete runs are marked."
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    task_id = models.CharField(max_length=64, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    objects = EvaluationRunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(progress_done__lte=models.F("progress_total"))
+                | models.Q(progress_total=0),
+                name="run_progress_within_total",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_benchmark_display()} run #{self.pk} ({self.status})"
+
+    @property
+    def target_label(self) -> str:
+        if self.scanner_id:
+            return str(self.scanner)
+        if self.probe_submission_id:
+            return str(self.probe_submission)
+        if self.checklist_submission_id:
+            return str(self.checklist_submission)
+        return "—"
+
+    @property
+    def progress_percent(self) -> float:
+        if not self.progress_total:
+            return 0.0
+        return 100.0 * self.progress_done / self.progress_total
+
+    @property
+    def duration_s(self) -> float | None:
+        if not self.started_at:
+            return None
+        end = self.finished_at or timezone.now()
+        return (end - self.started_at).total_seconds()
+
+
+class JudgeCallStatus(models.TextChoices):
+    OK = "ok", "OK"
+    CACHED = "cached", "Cached"
+    INVALID = "invalid", "Invalid verdict"
+    ERROR = "error", "Error"
+
+
+class JudgeCall(AppendOnlyModel):
+    """Ledger of every judge call: what it cost and how it ended."""
+
+    run = models.ForeignKey(
+        EvaluationRun, null=True, blank=True, on_delete=models.CASCADE, related_name="judge_calls"
+    )
+    judge = models.CharField(max_length=300)
+    model = models.CharField(max_length=200, blank=True)
+    prompt_hash = models.CharField(max_length=64, db_index=True)
+    vote_number = models.PositiveSmallIntegerField(default=0)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    latency_ms = models.FloatField(default=0)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=JudgeCallStatus.choices, db_index=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+
+class JudgeCacheEntry(models.Model):
+    """Verdicts keyed on judge, model, prompt version, prompt text and vote number.
+
+    Only successful, valid verdicts are stored: errors are never cached.
+    """
+
+    key = models.CharField(max_length=64, unique=True)
+    judge = models.CharField(max_length=300)
+    model = models.CharField(max_length=200, blank=True)
+    prompt_version = models.CharField(max_length=50)
+    vote_number = models.PositiveSmallIntegerField(default=0)
+    response = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "judge cache entries"
+
+
+# --- Audit results -----------------------------------------------------------------------
+
+
+class MatchOutcome(models.TextChoices):
+    MATCH = "match", "Exact match"
+    PARTIAL = "partial", "Partial match"
+    NONE = "none", "Not found"
+    JUDGE_FAILED = "judge_failed", "Judge failed"
+
+
+class AuditTruthResult(AppendOnlyModel):
+    """The consensus for one truth finding in one run, with every vote."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="audit_results")
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="+")
+    truth_finding = models.ForeignKey(TruthFinding, on_delete=models.CASCADE, related_name="results")
+    outcome = models.CharField(max_length=15, choices=MatchOutcome.choices, db_index=True)
+    scan_finding = models.ForeignKey(
+        ScanFinding, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    explanation = models.TextField(blank=True)
+    votes = models.JSONField(default=list, blank=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "repo", "truth_finding__order"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "truth_finding"], name="uniq_audit_result_per_run"),
+        ]
+
+
+class AuditRepoResult(AppendOnlyModel):
+    """Metrics of one repo in one run, computed once the repo is finished."""
+
+    run = models.ForeignKey(
+        EvaluationRun, on_delete=models.CASCADE, related_name="audit_repo_results"
+    )
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="repo_results")
+    scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="repo_results")
+    is_complete = models.BooleanField(default=True)
+    metrics = models.JSONField(default=dict)
+    false_positive_indices = models.JSONField(default=list, blank=True)
+    notes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["run", "repo"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "repo"], name="uniq_audit_repo_result_per_run"),
+        ]
+
+
+# --- Probe results -----------------------------------------------------------------------
+
+
+class ProbeCaseResult(AppendOnlyModel):
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="probe_cases")
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="case_results")
+    probe = models.ForeignKey(Probe, on_delete=models.CASCADE, related_name="+")
+    passed = models.BooleanField()
+    risk_score = models.FloatField()
+    weighted_risk = models.FloatField(db_index=True)
+    boundary_or_refusal_signal = models.BooleanField(default=False)
+    case = models.JSONField(help_text="The full CaseScore.")
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "response"], name="uniq_probe_case_per_run"),
+        ]
+
+
+class ProbeRunReport(AppendOnlyModel):
+    run = models.OneToOneField(
+        EvaluationRun, on_delete=models.CASCADE, related_name="probe_report"
+    )
+    submission = models.ForeignKey(
+        ResponseSubmission, on_delete=models.CASCADE, related_name="reports"
+    )
+    metrics = models.JSONField(default=dict)
+    observability = models.JSONField(null=True, blank=True)
+    agreement = models.JSONField(null=True, blank=True)
+    resilience_index = models.FloatField(null=True, db_index=True)
+    pass_rate = models.FloatField(null=True)
+    severity_weighted_pass_rate = models.FloatField(null=True)
+    high_stakes_failure_rate = models.FloatField(null=True)
+
+
+# --- Checklist results -------------------------------------------------------------------
+
+
+class AssessmentStatus(models.TextChoices):
+    OK = "ok", "Assessed"
+    SKIPPED_TODO = "todo", "TODO (not assessed)"
+    JUDGE_FAILED = "judge_failed", "Judge failed"
+
+
+class ChecklistAssessment(AppendOnlyModel):
+    run = models.ForeignKey(
+        EvaluationRun, on_delete=models.CASCADE, related_name="checklist_assessments"
+    )
+    answer = models.ForeignKey(ChecklistAnswer, on_delete=models.CASCADE, related_name="assessments")
+    status = models.CharField(max_length=15, choices=AssessmentStatus.choices)
+    correct = models.PositiveSmallIntegerField(null=True, blank=True, help_text="c = 1 or 0")
+    feedback = models.TextField(blank=True)
+    votes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["run", "answer"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "answer"], name="uniq_assessment_per_run"),
+        ]
+
+
+class ChecklistScore(AppendOnlyModel):
+    run = models.OneToOneField(
+        EvaluationRun, on_delete=models.CASCADE, related_name="checklist_score"
+    )
+    submission = models.ForeignKey(
+        ChecklistSubmission, on_delete=models.CASCADE, related_name="scores"
+    )
+    c_g = models.FloatField()
+    c_a = models.FloatField()
+    c_t = models.FloatField()
+    r = models.FloatField()
+    s = models.FloatField(db_index=True)
+
+    class Meta:
+        ordering = ["-s"]

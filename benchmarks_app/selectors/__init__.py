@@ -1,0 +1,1 @@
+"""Reads across models (leaderboards, reports, visibility)."""

@@ -1,0 +1,106 @@
+"""Who may see what: one queryset per model, filtered for the requesting user.
+
+Every page and endpoint reads through these functions, so a visibility rule lives in one
+place. Hidden ground truth (truth-finding descriptions of repos not marked public) and the
+A/T papers of a checklist triplet, with their answers and assessments, reach only staff and
+the team that submitted them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from benchmarks_app.models import (
+    ChecklistAnswer,
+    ChecklistAssessment,
+    ChecklistSubmission,
+    EvaluationRun,
+    Paper,
+    PaperKind,
+    Repo,
+    ResponseSubmission,
+    TruthFinding,
+)
+
+
+def is_staff(user: Any) -> bool:
+    return bool(user is not None and user.is_authenticated and user.is_staff)
+
+
+def _team_ids(user: Any) -> list[int]:
+    if user is None or not user.is_authenticated:
+        return []
+    return list(user.memberships.values_list("team_id", flat=True))
+
+
+def visible_repos(user: Any) -> QuerySet[Repo]:
+    """All repos are listed; whether their truth descriptions show is decided per finding."""
+    return Repo.objects.all()
+
+
+def truth_details_visible(user: Any, repo: Repo) -> bool:
+    return repo.is_public or is_staff(user)
+
+
+def visible_truth_findings(user: Any) -> QuerySet[TruthFinding]:
+    """Truth findings whose full text (description) the user may read."""
+    qs = TruthFinding.objects.select_related("repo")
+    if is_staff(user):
+        return qs
+    return qs.filter(repo__is_public=True)
+
+
+def visible_checklist_submissions(user: Any) -> QuerySet[ChecklistSubmission]:
+    """Submissions whose details (papers, answers, feedback) the user may read."""
+    qs = ChecklistSubmission.objects.select_related("team", "challenge")
+    if is_staff(user):
+        return qs
+    return qs.filter(team_id__in=_team_ids(user))
+
+
+def visible_papers(user: Any) -> QuerySet[Paper]:
+    """Papers: a team's own and staff see all kinds; nobody else sees any paper's content.
+
+    Genuine papers of other teams are not shown either: their content is the team's work.
+    """
+    qs = Paper.objects.select_related("submission", "team")
+    if is_staff(user):
+        return qs
+    return qs.filter(team_id__in=_team_ids(user))
+
+
+def visible_checklist_answers(user: Any) -> QuerySet[ChecklistAnswer]:
+    qs = ChecklistAnswer.objects.select_related("paper", "question")
+    if is_staff(user):
+        return qs
+    return qs.filter(paper__team_id__in=_team_ids(user))
+
+
+def visible_checklist_assessments(user: Any) -> QuerySet[ChecklistAssessment]:
+    qs = ChecklistAssessment.objects.select_related("answer__paper", "answer__question")
+    if is_staff(user):
+        return qs
+    return qs.filter(answer__paper__team_id__in=_team_ids(user))
+
+
+def visible_probe_submissions(user: Any) -> QuerySet[ResponseSubmission]:
+    """Probe submissions and their reports are public; owners are shown only to staff."""
+    return ResponseSubmission.objects.select_related("suite")
+
+
+def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
+    """Audit and probe runs are public; checklist runs only to their team and staff."""
+    qs = EvaluationRun.objects.select_related(
+        "scanner", "probe_submission__suite", "checklist_submission__team"
+    )
+    if is_staff(user):
+        return qs
+    return qs.filter(
+        Q(checklist_submission__isnull=True)
+        | Q(checklist_submission__team_id__in=_team_ids(user))
+    )
+
+
+HIDDEN_PAPER_KINDS = (PaperKind.ADVERSARIAL, PaperKind.TRUTH)

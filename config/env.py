@@ -1,0 +1,128 @@
+"""Environment parsing for settings.
+
+Kept apart from ``settings.py`` as plain functions over a mapping so that tests can
+check every variable without reloading Django's settings.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+TRUE_VALUES = {"1", "true", "yes", "on"}
+FALSE_VALUES = {"0", "false", "no", "off", ""}
+
+
+class ImproperlyConfiguredEnv(RuntimeError):
+    """Raised at start-up when an environment variable is missing or malformed."""
+
+
+def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in TRUE_VALUES:
+        return True
+    if value in FALSE_VALUES:
+        return False
+    raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no)")
+
+
+def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not an integer") from exc
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfiguredEnv(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def env_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not a number") from exc
+
+
+def env_list(env: Mapping[str, str], name: str, default: list[str]) -> list[str]:
+    raw = env.get(name)
+    if raw is None:
+        return list(default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def secret_key(env: Mapping[str, str], *, debug: bool) -> str:
+    """A real key is mandatory outside DEBUG; a throwaway one is generated for development."""
+    key = env.get("SECRET_KEY", "").strip()
+    if key:
+        return key
+    if debug:
+        return "dev-insecure-" + secrets.token_urlsafe(40)
+    raise ImproperlyConfiguredEnv(
+        "SECRET_KEY is required when DEBUG is off. Set SECRET_KEY to a long random string "
+        "(for example: python -c 'import secrets; print(secrets.token_urlsafe(50))'), "
+        "or set DEBUG=1 for local development."
+    )
+
+
+def database(env: Mapping[str, str], base_dir: Path) -> dict[str, Any]:
+    default_url = f"sqlite:///{base_dir / 'db.sqlite3'}"
+    url = env.get("DATABASE_URL", "").strip() or default_url
+    try:
+        config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60))
+    except Exception as exc:  # dj-database-url raises several types for bad URLs
+        raise ImproperlyConfiguredEnv(f"DATABASE_URL={url!r} cannot be parsed: {exc}") from exc
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # Several writers (runserver + qcluster) share the file: wait for locks instead of
+        # failing at once, and use WAL so readers never block the writer.
+        config["CONN_MAX_AGE"] = 0
+        config["OPTIONS"] = {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    return config
+
+
+def q_cluster(env: Mapping[str, str]) -> dict[str, Any]:
+    """django-q2 settings: Redis broker when REDIS_URL is set, the ORM broker otherwise.
+
+    ``timeout`` must stay below ``retry``, or a slow task is handed to a second worker
+    while the first is still running it.
+    """
+    timeout = env_int(env, "Q_TIMEOUT", 1800, minimum=10)
+    retry = env_int(env, "Q_RETRY", timeout + 300, minimum=11)
+    if retry <= timeout:
+        raise ImproperlyConfiguredEnv(f"Q_RETRY ({retry}) must be greater than Q_TIMEOUT ({timeout})")
+    cluster: dict[str, Any] = {
+        "name": env.get("Q_NAME", "evalplatform"),
+        "workers": env_int(env, "Q_WORKERS", 2, minimum=1),
+        "timeout": timeout,
+        "retry": retry,
+        "max_attempts": env_int(env, "Q_MAX_ATTEMPTS", 3, minimum=1),
+        "queue_limit": 50,
+        "bulk": 1,
+        "save_limit": 1000,
+        "catch_up": False,
+        "sync": env_bool(env, "Q_SYNC", False),
+        "label": "Task queue",
+    }
+    redis_url = env.get("REDIS_URL", "").strip()
+    if redis_url:
+        cluster["redis"] = redis_url
+    else:
+        cluster["orm"] = "default"
+        cluster["poll"] = 0.5
+    return cluster

@@ -1,0 +1,171 @@
+"""Settings for the evaluation platform: one file, driven by environment variables.
+
+Every variable is listed in the README's configuration table.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from config import env as envparse
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+ENV = os.environ
+
+DEBUG = envparse.env_bool(ENV, "DEBUG", False)
+SECRET_KEY = envparse.secret_key(ENV, debug=DEBUG)
+ALLOWED_HOSTS = envparse.env_list(ENV, "ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = envparse.env_list(ENV, "CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "benchmarks_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": envparse.database(ENV, BASE_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(ENV.get("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+MEDIA_URL = "media/"
+MEDIA_ROOT = Path(ENV.get("MEDIA_ROOT", str(BASE_DIR / "media")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG
+
+# Uploads: papers and result files. Larger requests are refused with a clear error.
+UPLOAD_MAX_MB = envparse.env_int(ENV, "UPLOAD_MAX_MB", 20, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_MB * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# Queue (django-q2): ORM broker by default, Redis when REDIS_URL is set.
+Q_CLUSTER = envparse.q_cluster(ENV)
+
+# Judges: offline (deterministic, no network) unless an API key is configured.
+OPENAI_API_KEY = ENV.get("OPENAI_API_KEY", "")
+OPENAI_BASE_URL = ENV.get("OPENAI_BASE_URL", "") or None
+JUDGE_DEFAULT = ENV.get("JUDGE_DEFAULT", "openai" if OPENAI_API_KEY else "offline")
+JUDGE_MODELS = envparse.env_list(ENV, "JUDGE_MODELS", ["o4-mini"])
+JUDGE_MODEL = JUDGE_MODELS[0] if JUDGE_MODELS else "o4-mini"
+JUDGE_ITERATIONS = envparse.env_int(ENV, "JUDGE_ITERATIONS", 3, minimum=1)
+JUDGE_BATCH_SIZE = envparse.env_int(ENV, "JUDGE_BATCH_SIZE", 10, minimum=1)
+JUDGE_TIMEOUT_S = envparse.env_float(ENV, "JUDGE_TIMEOUT_S", 120.0)
+JUDGE_MAX_RETRIES = envparse.env_int(ENV, "JUDGE_MAX_RETRIES", 4, minimum=0)
+JUDGE_CONCURRENCY = envparse.env_int(ENV, "JUDGE_CONCURRENCY", 4, minimum=1)
+JUDGE_JSON_MODE = envparse.env_bool(ENV, "JUDGE_JSON_MODE", False)
+
+# Safety probes.
+PROBE_GEOMETRY_MIN_CASES = envparse.env_int(ENV, "PROBE_GEOMETRY_MIN_CASES", 5, minimum=2)
+
+# Checklist challenge.
+CHECKLIST_DAILY_LIMIT = envparse.env_int(ENV, "CHECKLIST_DAILY_LIMIT", 3, minimum=0)
+CHECKLIST_TOTAL_LIMIT = envparse.env_int(ENV, "CHECKLIST_TOTAL_LIMIT", 20, minimum=0)
+CHECKLIST_BODY_WORD_CAP = envparse.env_int(ENV, "CHECKLIST_BODY_WORD_CAP", 15000, minimum=100)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": ENV.get("API_THROTTLE_ANON", "120/min"),
+        "user": ENV.get("API_THROTTLE_USER", "600/min"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Evaluation platform API",
+    "DESCRIPTION": "Audit findings, safety probes and the paper checklist challenge.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": ENV.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django": {"level": "INFO"}, "django_q": {"level": "WARNING"}},
+}

@@ -1,0 +1,21 @@
+"""Test settings: the production file with a fixed key, synchronous queue and fast hashing."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+os.environ.setdefault("DEBUG", "0")
+os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
+os.environ["Q_SYNC"] = "1"
+os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="evalplatform-media-"))
+
+from config.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+OPENAI_API_KEY = ""
+JUDGE_DEFAULT = "offline"

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config import env as envparse
+
+
+def test_bool_int_float_list_parse_and_reject_garbage() -> None:
+    env = {"A": "yes", "B": "0", "N": "7", "F": "2.5", "L": "a.com, b.com,,"}
+    assert envparse.env_bool(env, "A", False) is True
+    assert envparse.env_bool(env, "B", True) is False
+    assert envparse.env_bool(env, "MISSING", True) is True
+    assert envparse.env_int(env, "N", 1) == 7
+    assert envparse.env_float(env, "F", 0.0) == 2.5
+    assert envparse.env_list(env, "L", []) == ["a.com", "b.com"]
+    with pytest.raises(envparse.ImproperlyConfiguredEnv, match="A2"):
+        envparse.env_bool({"A2": "maybe"}, "A2", False)
+    with pytest.raises(envparse.ImproperlyConfiguredEnv, match="not an integer"):
+        envparse.env_int({"N": "seven"}, "N", 1)
+    with pytest.raises(envparse.ImproperlyConfiguredEnv, match="at least 1"):
+        envparse.env_int({"N": "0"}, "N", 1, minimum=1)
+
+
+def test_secret_key_required_without_debug_and_generated_with_it() -> None:
+    with pytest.raises(envparse.ImproperlyConfiguredEnv, match="SECRET_KEY is required"):
+        envparse.secret_key({}, debug=False)
+    generated = envparse.secret_key({}, debug=True)
+    assert generated.startswith("dev-insecure-") and len(generated) > 40
+    assert envparse.secret_key({"SECRET_KEY": "s3cret"}, debug=False) == "s3cret"
+
+
+def test_database_defaults_to_sqlite_file_and_reads_database_url(tmp_path: Path) -> None:
+    default = envparse.database({}, tmp_path)
+    assert default["ENGINE"] == "django.db.backends.sqlite3"
+    assert Path(default["NAME"]) == tmp_path / "db.sqlite3"
+    assert default["OPTIONS"]["timeout"] == 30
+    pg = envparse.database({"DATABASE_URL": "postgres://u:p@db.example:5433/evals"}, tmp_path)
+    assert pg["ENGINE"] == "django.db.backends.postgresql"
+    assert (pg["NAME"], pg["HOST"], pg["PORT"], pg["USER"]) == ("evals", "db.example", 5433, "u")
+
+
+def test_broker_switch_orm_by_default_redis_with_url() -> None:
+    orm = envparse.q_cluster({})
+    assert orm["orm"] == "default" and "redis" not in orm
+    assert orm["timeout"] < orm["retry"]
+    assert orm["sync"] is False
+    redis = envparse.q_cluster(
+        {"REDIS_URL": "redis://127.0.0.1:6379/2", "Q_WORKERS": "6", "Q_SYNC": "1"}
+    )
+    assert redis["redis"] == "redis://127.0.0.1:6379/2" and "orm" not in redis
+    assert redis["workers"] == 6
+    assert redis["sync"] is True
+
+
+def test_retry_must_exceed_timeout() -> None:
+    with pytest.raises(envparse.ImproperlyConfiguredEnv, match="Q_RETRY"):
+        envparse.q_cluster({"Q_TIMEOUT": "600", "Q_RETRY": "600"})
+
+
+def test_settings_module_reads_judge_and_challenge_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    import config.settings as settings_module
+
+    monkeypatch.setenv("DEBUG", "1")
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9999/v1")
+    monkeypatch.setenv("JUDGE_MODELS", "gpt-x,gpt-y")
+    monkeypatch.setenv("JUDGE_ITERATIONS", "5")
+    monkeypatch.setenv("CHECKLIST_DAILY_LIMIT", "9")
+    monkeypatch.setenv("ALLOWED_HOSTS", "evals.example.org")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/3")
+    try:
+        reloaded = importlib.reload(settings_module)
+        assert reloaded.JUDGE_DEFAULT == "openai"
+        assert reloaded.OPENAI_BASE_URL == "http://127.0.0.1:9999/v1"
+        assert reloaded.JUDGE_MODEL == "gpt-x" and reloaded.JUDGE_MODELS == ["gpt-x", "gpt-y"]
+        assert reloaded.JUDGE_ITERATIONS == 5
+        assert reloaded.CHECKLIST_DAILY_LIMIT == 9
+        assert reloaded.ALLOWED_HOSTS == ["evals.example.org"]
+        assert reloaded.Q_CLUSTER["redis"] == "redis://127.0.0.1:6379/3"
+        assert reloaded.SECRET_KEY.startswith("dev-insecure-")
+    finally:
+        monkeypatch.undo()
+        importlib.reload(settings_module)
