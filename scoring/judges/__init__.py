@@ -1,0 +1,1 @@
+"""The judge layer shared by the audit and checklist benchmarks."""
