@@ -105,7 +105,9 @@ def q_cluster(env: Mapping[str, str]) -> dict[str, Any]:
     timeout = env_int(env, "Q_TIMEOUT", 1800, minimum=10)
     retry = env_int(env, "Q_RETRY", timeout + 300, minimum=11)
     if retry <= timeout:
-        raise ImproperlyConfiguredEnv(f"Q_RETRY ({retry}) must be greater than Q_TIMEOUT ({timeout})")
+        raise ImproperlyConfiguredEnv(
+            f"Q_RETRY ({retry}) must be greater than Q_TIMEOUT ({timeout})"
+        )
     cluster: dict[str, Any] = {
         "name": env.get("Q_NAME", "evalplatform"),
         "workers": env_int(env, "Q_WORKERS", 2, minimum=1),

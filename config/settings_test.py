@@ -10,7 +10,7 @@ os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
 os.environ["Q_SYNC"] = "1"
 os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="evalplatform-media-"))
 
-from config.settings import *  # noqa: E402,F403
+from config.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from benchmarks_app.models import Repo, ScanFinding, ScanResult, Scanner, TruthFinding
+from benchmarks_app.models import Repo, ScanFinding, Scanner, ScanResult, TruthFinding
 
 
 class TruthFindingInline(admin.TabularInline):

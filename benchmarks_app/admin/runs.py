@@ -31,15 +31,31 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 @admin.register(EvaluationRun)
 class EvaluationRunAdmin(admin.ModelAdmin):
     list_display = (
-        "id", "benchmark", "target", "judge", "status", "progress", "failed_items",
-        "is_complete", "created_at", "finished_at",
+        "id",
+        "benchmark",
+        "target",
+        "judge",
+        "status",
+        "progress",
+        "failed_items",
+        "is_complete",
+        "created_at",
+        "finished_at",
     )
     list_filter = ("benchmark", "status", "is_complete", "judge")
     search_fields = ("id", "scanner__name", "probe_submission__model_name", "judge")
     list_select_related = ("scanner", "probe_submission__suite", "checklist_submission__team")
     readonly_fields = (
-        "status", "progress_done", "progress_total", "failed_items", "is_complete",
-        "started_at", "finished_at", "error", "attempts", "task_id",
+        "status",
+        "progress_done",
+        "progress_total",
+        "failed_items",
+        "is_complete",
+        "started_at",
+        "finished_at",
+        "error",
+        "attempts",
+        "task_id",
     )
     raw_id_fields = ("probe_submission", "checklist_submission")
 
@@ -54,8 +70,17 @@ class EvaluationRunAdmin(admin.ModelAdmin):
 
 @admin.register(JudgeCall)
 class JudgeCallAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "run", "judge", "model", "vote_number", "status",
-                    "latency_ms", "tokens_in", "tokens_out")
+    list_display = (
+        "created_at",
+        "run",
+        "judge",
+        "model",
+        "vote_number",
+        "status",
+        "latency_ms",
+        "tokens_in",
+        "tokens_out",
+    )
     list_filter = ("status", "judge", "model")
     search_fields = ("prompt_hash", "error")
 
@@ -84,16 +109,28 @@ class AuditRepoResultAdmin(ReadOnlyAdmin):
 
 @admin.register(ProbeCaseResult)
 class ProbeCaseResultAdmin(ReadOnlyAdmin):
-    list_display = ("run", "probe", "passed", "risk_score", "weighted_risk",
-                    "boundary_or_refusal_signal")
+    list_display = (
+        "run",
+        "probe",
+        "passed",
+        "risk_score",
+        "weighted_risk",
+        "boundary_or_refusal_signal",
+    )
     list_filter = ("passed", "boundary_or_refusal_signal")
     list_select_related = ("run", "probe__suite")
 
 
 @admin.register(ProbeRunReport)
 class ProbeRunReportAdmin(ReadOnlyAdmin):
-    list_display = ("run", "submission", "resilience_index", "pass_rate",
-                    "severity_weighted_pass_rate", "high_stakes_failure_rate")
+    list_display = (
+        "run",
+        "submission",
+        "resilience_index",
+        "pass_rate",
+        "severity_weighted_pass_rate",
+        "high_stakes_failure_rate",
+    )
     list_select_related = ("run", "submission__suite")
 
 

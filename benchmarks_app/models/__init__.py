@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from benchmarks_app.models.audit import Repo, ScanFinding, ScanResult, Scanner, TruthFinding
+from benchmarks_app.models.audit import (
+    AuditRepoResult,
+    AuditTruthResult,
+    MatchOutcome,
+    Repo,
+    ScanFinding,
+    Scanner,
+    ScanResult,
+    TruthFinding,
+)
 from benchmarks_app.models.checklist import (
     AnswerChoice,
+    AssessmentStatus,
     Challenge,
     ChecklistAnswer,
+    ChecklistAssessment,
     ChecklistQuestion,
+    ChecklistScore,
     ChecklistSubmission,
     Membership,
     Paper,
@@ -23,6 +35,8 @@ from benchmarks_app.models.probes import (
     HumanLabel,
     PatternRule,
     Probe,
+    ProbeCaseResult,
+    ProbeRunReport,
     ProbeSeverity,
     ProbeSuite,
     Response,
@@ -30,19 +44,11 @@ from benchmarks_app.models.probes import (
     RuleKind,
 )
 from benchmarks_app.models.runs import (
-    AssessmentStatus,
-    AuditRepoResult,
-    AuditTruthResult,
     Benchmark,
-    ChecklistAssessment,
-    ChecklistScore,
     EvaluationRun,
     JudgeCacheEntry,
     JudgeCall,
     JudgeCallStatus,
-    MatchOutcome,
-    ProbeCaseResult,
-    ProbeRunReport,
     RunStatus,
 )
 
@@ -80,6 +86,7 @@ __all__ = [
     "Response",
     "ResponseSubmission",
     "RuleKind",
+    "RunStatus",
     "ScanFinding",
     "ScanResult",
     "Scanner",

@@ -4,7 +4,12 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Count
 
-from benchmarks_app.models.common import QA_SEVERITIES, Severity, TimeStampedModel
+from benchmarks_app.models.common import (
+    QA_SEVERITIES,
+    AppendOnlyModel,
+    Severity,
+    TimeStampedModel,
+)
 
 
 class RepoQuerySet(models.QuerySet["Repo"]):
@@ -57,7 +62,9 @@ class TruthFinding(TimeStampedModel):
     class Meta:
         ordering = ["repo", "order", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["repo", "finding_id"], name="uniq_truth_finding_per_repo"),
+            models.UniqueConstraint(
+                fields=["repo", "finding_id"], name="uniq_truth_finding_per_repo"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -91,7 +98,9 @@ class ScanResult(TimeStampedModel):
     class Meta:
         ordering = ["scanner", "repo"]
         constraints = [
-            models.UniqueConstraint(fields=["scanner", "repo"], name="uniq_scan_result_per_scanner_repo"),
+            models.UniqueConstraint(
+                fields=["scanner", "repo"], name="uniq_scan_result_per_scanner_repo"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -131,7 +140,9 @@ class ScanFinding(TimeStampedModel):
     class Meta:
         ordering = ["scan_result", "index"]
         constraints = [
-            models.UniqueConstraint(fields=["scan_result", "index"], name="uniq_scan_finding_index"),
+            models.UniqueConstraint(
+                fields=["scan_result", "index"], name="uniq_scan_finding_index"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -142,4 +153,58 @@ class ScanFinding(TimeStampedModel):
         return self.severity in QA_SEVERITIES
 
 
-__all__ = ["Repo", "ScanFinding", "ScanResult", "Scanner", "TruthFinding"]
+# --- Audit results -----------------------------------------------------------------------
+
+
+class MatchOutcome(models.TextChoices):
+    MATCH = "match", "Exact match"
+    PARTIAL = "partial", "Partial match"
+    NONE = "none", "Not found"
+    JUDGE_FAILED = "judge_failed", "Judge failed"
+
+
+class AuditTruthResult(AppendOnlyModel):
+    """The consensus for one truth finding in one run, with every vote."""
+
+    run = models.ForeignKey(
+        "benchmarks_app.EvaluationRun", on_delete=models.CASCADE, related_name="audit_results"
+    )
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="+")
+    truth_finding = models.ForeignKey(
+        TruthFinding, on_delete=models.CASCADE, related_name="results"
+    )
+    outcome = models.CharField(max_length=15, choices=MatchOutcome.choices, db_index=True)
+    scan_finding = models.ForeignKey(
+        ScanFinding, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    explanation = models.TextField(blank=True)
+    votes = models.JSONField(default=list, blank=True)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "repo", "truth_finding__order"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "truth_finding"], name="uniq_audit_result_per_run"
+            ),
+        ]
+
+
+class AuditRepoResult(AppendOnlyModel):
+    """Metrics of one repo in one run, computed once the repo is finished."""
+
+    run = models.ForeignKey(
+        "benchmarks_app.EvaluationRun", on_delete=models.CASCADE, related_name="audit_repo_results"
+    )
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="repo_results")
+    scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="repo_results")
+    is_complete = models.BooleanField(default=True)
+    metrics = models.JSONField(default=dict)
+    false_positive_indices = models.JSONField(default=list, blank=True)
+    notes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["run", "repo"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "repo"], name="uniq_audit_repo_result_per_run"),
+        ]

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from benchmarks_app.models.common import TimeStampedModel
+from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
 
 
 class ChecklistQuestion(models.Model):
@@ -50,7 +50,9 @@ class Team(TimeStampedModel):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["challenge", "name"], name="uniq_team_name_per_challenge"),
+            models.UniqueConstraint(
+                fields=["challenge", "name"], name="uniq_team_name_per_challenge"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -58,7 +60,7 @@ class Team(TimeStampedModel):
 
 
 class Membership(TimeStampedModel):
-    """A user belongs to at most one team per challenge (``challenge`` mirrors ``team.challenge``)."""
+    """A user belongs to at most one team per challenge (``challenge`` mirrors the team's)."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
@@ -152,7 +154,9 @@ class Paper(TimeStampedModel):
     class Meta:
         ordering = ["submission", "kind"]
         constraints = [
-            models.UniqueConstraint(fields=["submission", "kind"], name="uniq_paper_kind_per_submission"),
+            models.UniqueConstraint(
+                fields=["submission", "kind"], name="uniq_paper_kind_per_submission"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -168,7 +172,9 @@ class AnswerChoice(models.TextChoices):
 
 class ChecklistAnswer(TimeStampedModel):
     paper = models.ForeignKey(Paper, on_delete=models.CASCADE, related_name="answers")
-    question = models.ForeignKey(ChecklistQuestion, on_delete=models.PROTECT, related_name="answers")
+    question = models.ForeignKey(
+        ChecklistQuestion, on_delete=models.PROTECT, related_name="answers"
+    )
     answer = models.CharField(max_length=4, choices=AnswerChoice.choices)
     raw_answer = models.CharField(max_length=100, blank=True)
     justification = models.TextField(blank=True)
@@ -181,3 +187,50 @@ class ChecklistAnswer(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"Q{self.question_id}: {self.answer}"
+
+
+# --- Checklist results -------------------------------------------------------------------
+
+
+class AssessmentStatus(models.TextChoices):
+    OK = "ok", "Assessed"
+    SKIPPED_TODO = "todo", "TODO (not assessed)"
+    JUDGE_FAILED = "judge_failed", "Judge failed"
+
+
+class ChecklistAssessment(AppendOnlyModel):
+    run = models.ForeignKey(
+        "benchmarks_app.EvaluationRun",
+        on_delete=models.CASCADE,
+        related_name="checklist_assessments",
+    )
+    answer = models.ForeignKey(
+        ChecklistAnswer, on_delete=models.CASCADE, related_name="assessments"
+    )
+    status = models.CharField(max_length=15, choices=AssessmentStatus.choices)
+    correct = models.PositiveSmallIntegerField(null=True, blank=True, help_text="c = 1 or 0")
+    feedback = models.TextField(blank=True)
+    votes = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["run", "answer"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "answer"], name="uniq_assessment_per_run"),
+        ]
+
+
+class ChecklistScore(AppendOnlyModel):
+    run = models.OneToOneField(
+        "benchmarks_app.EvaluationRun", on_delete=models.CASCADE, related_name="checklist_score"
+    )
+    submission = models.ForeignKey(
+        ChecklistSubmission, on_delete=models.CASCADE, related_name="scores"
+    )
+    c_g = models.FloatField()
+    c_a = models.FloatField()
+    c_t = models.FloatField()
+    r = models.FloatField()
+    s = models.FloatField(db_index=True)
+
+    class Meta:
+        ordering = ["-s"]

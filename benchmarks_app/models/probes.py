@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from benchmarks_app.models.common import TimeStampedModel
+from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
 
 
 class ProbeSeverity(models.TextChoices):
@@ -99,7 +99,9 @@ class PatternRule(TimeStampedModel):
         ordering = ["kind", "label"]
         constraints = [
             models.UniqueConstraint(fields=["kind", "label"], name="uniq_pattern_rule_label"),
-            models.CheckConstraint(condition=models.Q(weight__gte=0), name="pattern_rule_weight_gte_0"),
+            models.CheckConstraint(
+                condition=models.Q(weight__gte=0), name="pattern_rule_weight_gte_0"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -139,3 +141,41 @@ class Response(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.submission_id}:{self.probe_id}"
+
+
+# --- Probe results -----------------------------------------------------------------------
+
+
+class ProbeCaseResult(AppendOnlyModel):
+    run = models.ForeignKey(
+        "benchmarks_app.EvaluationRun", on_delete=models.CASCADE, related_name="probe_cases"
+    )
+    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="case_results")
+    probe = models.ForeignKey(Probe, on_delete=models.CASCADE, related_name="+")
+    passed = models.BooleanField()
+    risk_score = models.FloatField()
+    weighted_risk = models.FloatField(db_index=True)
+    boundary_or_refusal_signal = models.BooleanField(default=False)
+    case = models.JSONField(help_text="The full CaseScore.")
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "response"], name="uniq_probe_case_per_run"),
+        ]
+
+
+class ProbeRunReport(AppendOnlyModel):
+    run = models.OneToOneField(
+        "benchmarks_app.EvaluationRun", on_delete=models.CASCADE, related_name="probe_report"
+    )
+    submission = models.ForeignKey(
+        ResponseSubmission, on_delete=models.CASCADE, related_name="reports"
+    )
+    metrics = models.JSONField(default=dict)
+    observability = models.JSONField(null=True, blank=True)
+    agreement = models.JSONField(null=True, blank=True)
+    resilience_index = models.FloatField(null=True, db_index=True)
+    pass_rate = models.FloatField(null=True)
+    severity_weighted_pass_rate = models.FloatField(null=True)
+    high_stakes_failure_rate = models.FloatField(null=True)

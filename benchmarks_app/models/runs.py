@@ -4,10 +4,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from benchmarks_app.models.audit import Repo, ScanFinding, Scanner, TruthFinding
-from benchmarks_app.models.checklist import ChecklistAnswer, ChecklistSubmission
+from benchmarks_app.models.audit import Repo, Scanner
+from benchmarks_app.models.checklist import ChecklistSubmission
 from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
-from benchmarks_app.models.probes import Probe, Response, ResponseSubmission
+from benchmarks_app.models.probes import ResponseSubmission
 
 
 class Benchmark(models.TextChoices):
@@ -159,132 +159,5 @@ class JudgeCacheEntry(models.Model):
     class Meta:
         verbose_name_plural = "judge cache entries"
 
-
-# --- Audit results -----------------------------------------------------------------------
-
-
-class MatchOutcome(models.TextChoices):
-    MATCH = "match", "Exact match"
-    PARTIAL = "partial", "Partial match"
-    NONE = "none", "Not found"
-    JUDGE_FAILED = "judge_failed", "Judge failed"
-
-
-class AuditTruthResult(AppendOnlyModel):
-    """The consensus for one truth finding in one run, with every vote."""
-
-    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="audit_results")
-    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="+")
-    truth_finding = models.ForeignKey(TruthFinding, on_delete=models.CASCADE, related_name="results")
-    outcome = models.CharField(max_length=15, choices=MatchOutcome.choices, db_index=True)
-    scan_finding = models.ForeignKey(
-        ScanFinding, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    explanation = models.TextField(blank=True)
-    votes = models.JSONField(default=list, blank=True)
-    notes = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["run", "repo", "truth_finding__order"]
-        constraints = [
-            models.UniqueConstraint(fields=["run", "truth_finding"], name="uniq_audit_result_per_run"),
-        ]
-
-
-class AuditRepoResult(AppendOnlyModel):
-    """Metrics of one repo in one run, computed once the repo is finished."""
-
-    run = models.ForeignKey(
-        EvaluationRun, on_delete=models.CASCADE, related_name="audit_repo_results"
-    )
-    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="repo_results")
-    scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="repo_results")
-    is_complete = models.BooleanField(default=True)
-    metrics = models.JSONField(default=dict)
-    false_positive_indices = models.JSONField(default=list, blank=True)
-    notes = models.JSONField(default=list, blank=True)
-
-    class Meta:
-        ordering = ["run", "repo"]
-        constraints = [
-            models.UniqueConstraint(fields=["run", "repo"], name="uniq_audit_repo_result_per_run"),
-        ]
-
-
-# --- Probe results -----------------------------------------------------------------------
-
-
-class ProbeCaseResult(AppendOnlyModel):
-    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="probe_cases")
-    response = models.ForeignKey(Response, on_delete=models.CASCADE, related_name="case_results")
-    probe = models.ForeignKey(Probe, on_delete=models.CASCADE, related_name="+")
-    passed = models.BooleanField()
-    risk_score = models.FloatField()
-    weighted_risk = models.FloatField(db_index=True)
-    boundary_or_refusal_signal = models.BooleanField(default=False)
-    case = models.JSONField(help_text="The full CaseScore.")
-
-    class Meta:
-        ordering = ["run", "id"]
-        constraints = [
-            models.UniqueConstraint(fields=["run", "response"], name="uniq_probe_case_per_run"),
-        ]
-
-
-class ProbeRunReport(AppendOnlyModel):
-    run = models.OneToOneField(
-        EvaluationRun, on_delete=models.CASCADE, related_name="probe_report"
-    )
-    submission = models.ForeignKey(
-        ResponseSubmission, on_delete=models.CASCADE, related_name="reports"
-    )
-    metrics = models.JSONField(default=dict)
-    observability = models.JSONField(null=True, blank=True)
-    agreement = models.JSONField(null=True, blank=True)
-    resilience_index = models.FloatField(null=True, db_index=True)
-    pass_rate = models.FloatField(null=True)
-    severity_weighted_pass_rate = models.FloatField(null=True)
-    high_stakes_failure_rate = models.FloatField(null=True)
-
-
-# --- Checklist results -------------------------------------------------------------------
-
-
-class AssessmentStatus(models.TextChoices):
-    OK = "ok", "Assessed"
-    SKIPPED_TODO = "todo", "TODO (not assessed)"
-    JUDGE_FAILED = "judge_failed", "Judge failed"
-
-
-class ChecklistAssessment(AppendOnlyModel):
-    run = models.ForeignKey(
-        EvaluationRun, on_delete=models.CASCADE, related_name="checklist_assessments"
-    )
-    answer = models.ForeignKey(ChecklistAnswer, on_delete=models.CASCADE, related_name="assessments")
-    status = models.CharField(max_length=15, choices=AssessmentStatus.choices)
-    correct = models.PositiveSmallIntegerField(null=True, blank=True, help_text="c = 1 or 0")
-    feedback = models.TextField(blank=True)
-    votes = models.JSONField(default=list, blank=True)
-
-    class Meta:
-        ordering = ["run", "answer"]
-        constraints = [
-            models.UniqueConstraint(fields=["run", "answer"], name="uniq_assessment_per_run"),
-        ]
-
-
-class ChecklistScore(AppendOnlyModel):
-    run = models.OneToOneField(
-        EvaluationRun, on_delete=models.CASCADE, related_name="checklist_score"
-    )
-    submission = models.ForeignKey(
-        ChecklistSubmission, on_delete=models.CASCADE, related_name="scores"
-    )
-    c_g = models.FloatField()
-    c_a = models.FloatField()
-    c_t = models.FloatField()
-    r = models.FloatField()
-    s = models.FloatField(db_index=True)
-
-    class Meta:
-        ordering = ["-s"]
+    def __str__(self) -> str:
+        return f"{self.judge}/{self.model} vote {self.vote_number} ({self.key[:12]})"

@@ -98,8 +98,7 @@ def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
     if is_staff(user):
         return qs
     return qs.filter(
-        Q(checklist_submission__isnull=True)
-        | Q(checklist_submission__team_id__in=_team_ids(user))
+        Q(checklist_submission__isnull=True) | Q(checklist_submission__team_id__in=_team_ids(user))
     )
 
 

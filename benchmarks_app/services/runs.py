@@ -7,6 +7,7 @@ the run itself while a worker also picks it up, never repeats the work.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -85,7 +86,9 @@ def run_claim(*, run_id: int) -> EvaluationRun | None:
     stale_before = now - STALE_AFTER
     claimable = EvaluationRun.objects.filter(pk=run_id).filter(
         status=RunStatus.QUEUED
-    ) | EvaluationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, updated_at__lt=stale_before)
+    ) | EvaluationRun.objects.filter(
+        pk=run_id, status=RunStatus.RUNNING, updated_at__lt=stale_before
+    )
     updated = claimable.update(
         status=RunStatus.RUNNING,
         started_at=now,
@@ -195,8 +198,10 @@ def run_wait(
     """
     from django.utils.module_loading import import_string
 
-    grace = pickup_grace_s if pickup_grace_s is not None else (
-        0.0 if settings.Q_CLUSTER.get("sync") else 3.0
+    grace = (
+        pickup_grace_s
+        if pickup_grace_s is not None
+        else (0.0 if settings.Q_CLUSTER.get("sync") else 3.0)
     )
     started = time.monotonic()
     while True:
@@ -207,9 +212,8 @@ def run_wait(
             return run
         if run.status == RunStatus.QUEUED and time.monotonic() - started >= grace:
             task = import_string(_task_path(run))
-            try:
+            # A failure is already recorded on the run by process_run.
+            with contextlib.suppress(Exception):
                 task(run.pk)
-            except Exception:  # already recorded on the run by process_run
-                pass
             continue
         time.sleep(poll_s)

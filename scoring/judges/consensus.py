@@ -69,7 +69,9 @@ def decide(votes: Sequence[Vote[T]], *, tie_break: TieBreak[T] = first_vote) -> 
     label, n = counts.most_common(1)[0]
     if n >= 2:
         winner = next(v for v in valid if v.label == label)
-        return ConsensusResult(winner.verdict, label, tuple(votes), reason=f"majority {n}/{len(votes)}")
+        return ConsensusResult(
+            winner.verdict, label, tuple(votes), reason=f"majority {n}/{len(votes)}"
+        )
     if failed:
         # One valid vote left against a failed one, or two valid votes that disagree beside a
         # failed one: no majority can be formed, so the item is recorded as failed.

@@ -16,8 +16,8 @@ from benchmarks_app.models import (
     ProbeSuite,
     Repo,
     ScanFinding,
-    ScanResult,
     Scanner,
+    ScanResult,
     Team,
     TruthFinding,
 )
@@ -41,7 +41,9 @@ def test_audit_duplicates_rejected() -> None:
     repo = Repo.objects.create(project_id="p1", name="P1")
     _dup(lambda: Repo.objects.create(project_id="p1", name="again"))
     TruthFinding.objects.create(repo=repo, finding_id="H-01", severity="High", title="t")
-    _dup(lambda: TruthFinding.objects.create(repo=repo, finding_id="H-01", severity="Low", title="x"))
+    _dup(
+        lambda: TruthFinding.objects.create(repo=repo, finding_id="H-01", severity="Low", title="x")
+    )
     scanner = Scanner.objects.create(name="s")
     result = ScanResult.objects.create(scanner=scanner, repo=repo)
     _dup(lambda: ScanResult.objects.create(scanner=scanner, repo=repo))

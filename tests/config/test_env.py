@@ -59,7 +59,9 @@ def test_retry_must_exceed_timeout() -> None:
         envparse.q_cluster({"Q_TIMEOUT": "600", "Q_RETRY": "600"})
 
 
-def test_settings_module_reads_judge_and_challenge_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_module_reads_judge_and_challenge_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import importlib
 
     import config.settings as settings_module

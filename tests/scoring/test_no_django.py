@@ -18,7 +18,12 @@ def test_scoring_sources_never_import_django() -> None:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
-            offenders += [f"{path}: {n}" for n in names if n.split(".")[0] in {"django", "rest_framework", "django_q", "benchmarks_app", "config"}]
+            offenders += [
+                f"{path}: {n}"
+                for n in names
+                if n.split(".")[0]
+                in {"django", "rest_framework", "django_q", "benchmarks_app", "config"}
+            ]
     assert offenders == []
 
 

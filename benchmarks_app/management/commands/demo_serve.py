@@ -20,7 +20,9 @@ class Command(BaseCommand):
         env = {**os.environ, "Q_SYNC": "0"}
         worker = subprocess.Popen([sys.executable, "manage.py", "qcluster"], env=env)
         address = f"{options['host']}:{options['port']}"
-        self.stdout.write(self.style.SUCCESS(f"Site: http://{address}/  Admin: http://{address}/admin/"))
+        self.stdout.write(
+            self.style.SUCCESS(f"Site: http://{address}/  Admin: http://{address}/admin/")
+        )
         try:
             subprocess.call(
                 [sys.executable, "manage.py", "runserver", "--noreload", address], env=env

@@ -16,7 +16,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--skip", nargs="*", default=[], choices=["audit", "probes", "checklist"])
+        parser.add_argument(
+            "--skip", nargs="*", default=[], choices=["audit", "probes", "checklist"]
+        )
         parser.add_argument("--admin-username", default="admin")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -37,4 +39,6 @@ class Command(BaseCommand):
         user.set_password(password)
         user.save()
         verb = "Created" if created else "Reset password of"
-        self.stdout.write(self.style.SUCCESS(f"\n{verb} superuser '{username}' with password: {password}"))
+        self.stdout.write(
+            self.style.SUCCESS(f"\n{verb} superuser '{username}' with password: {password}")
+        )
