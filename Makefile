@@ -1,7 +1,9 @@
 # Two commands do everything on a fresh machine: `make demo` and `make test`.
 SHELL := /bin/bash
 PYTHON ?= python3
-UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+# `pip install --user uv` lands in ~/.local/bin; make sure recipes find it there.
+export PATH := $(HOME)/.local/bin:$(PATH)
+UV := uv
 RUN := $(UV) run --frozen
 HOST ?= 127.0.0.1
 PORT ?= 8000
@@ -16,7 +18,8 @@ help:
 	@echo "make bench  - speed benchmarks (figures and ratios)"
 
 uv:
-	@command -v uv >/dev/null 2>&1 || [ -x "$(HOME)/.local/bin/uv" ] || $(PYTHON) -m pip install --quiet --user uv || $(PYTHON) -m pip install --quiet --break-system-packages uv
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --user uv \
+		|| $(PYTHON) -m pip install --quiet --break-system-packages uv
 
 venv: uv
 	@$(UV) sync --frozen --quiet
@@ -45,8 +48,12 @@ format: venv
 	$(RUN) ruff check --fix .
 	$(RUN) ruff format .
 
+# Benchmarks use a throwaway database so they never touch the demo data.
+BENCH_DB := $(CURDIR)/.bench.sqlite3
 bench: venv
-	DEBUG=1 $(RUN) python manage.py run_benchmarks
+	rm -f $(BENCH_DB)*
+	DEBUG=1 Q_SYNC=1 DATABASE_URL=sqlite:///$(BENCH_DB) $(RUN) python manage.py migrate --noinput -v 0
+	DEBUG=1 Q_SYNC=1 DATABASE_URL=sqlite:///$(BENCH_DB) $(RUN) python manage.py run_benchmarks $(BENCH)
 
 # Development helper while the schema is still young: regenerate 0001_initial from the models.
 remigrate: venv
