@@ -67,6 +67,7 @@ TEMPLATES = [
 
 DATABASES = {"default": envparse.database(ENV, BASE_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+FORMS_URLFIELD_ASSUME_HTTPS = True  # Django 6 behaviour, opted into now
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -134,16 +135,17 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "benchmarks_app.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "benchmarks_app.api.exceptions.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        "benchmarks_app.api.throttling.AnonThrottle",
+        "benchmarks_app.api.throttling.UserThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": ENV.get("API_THROTTLE_ANON", "120/min"),
@@ -152,13 +154,20 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Evaluation platform API",
-    "DESCRIPTION": "Audit findings, safety probes and the paper checklist challenge.",
+    "DESCRIPTION": (
+        "Audit findings, safety probes and the paper checklist challenge.\n\n"
+        "Reads are public except private entries (checklist submissions are visible to their "
+        "team only). Writes need a token (`Authorization: Token <key>`, from "
+        "`POST /api/auth/token/`) or a logged-in session. Errors are JSON: "
+        '`{"detail": ..., "code": ..., "errors": [{"field": ..., "reason": ..., "code": ...}]}`.'
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/",
 }
 
 LOGGING = {
