@@ -1,9 +1,30 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _install_default_probe_rules(sender: AppConfig, **kwargs: Any) -> None:
+    """Give a fresh database the default probe rule set (only while the rule table is empty)."""
+    from django.db import connections
+
+    from benchmarks_app.models import PatternRule
+    from benchmarks_app.services.probes import pattern_rules_install_defaults
+
+    using = kwargs.get("using", "default")
+    if PatternRule._meta.db_table not in connections[using].introspection.table_names():
+        return
+    pattern_rules_install_defaults()
 
 
 class BenchmarksAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "benchmarks_app"
     verbose_name = "Benchmarks"
+
+    def ready(self) -> None:
+        post_migrate.connect(
+            _install_default_probe_rules, sender=self, dispatch_uid="install_default_probe_rules"
+        )

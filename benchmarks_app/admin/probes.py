@@ -1,10 +1,35 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 
 from benchmarks_app.models import PatternRule, Probe, ProbeSuite, Response, ResponseSubmission
+from benchmarks_app.services.probes import (
+    ProbeFormatError,
+    pattern_rules_install_defaults,
+    probe_submission_rescore,
+    probe_suite_import,
+)
+from scoring.probes.io import detect_format
+
+
+class ProbeUploadForm(forms.Form):
+    suite = forms.CharField(max_length=100, help_text="Created when it does not exist.")
+    format = forms.ChoiceField(
+        choices=[("", "From the file name"), ("jsonl", "JSONL"), ("xstest", "XSTest CSV")],
+        required=False,
+    )
+    file = forms.FileField(
+        help_text="JSONL: {probe_id, category, severity, task, input, failure_modes, expected} "
+        "per line. XSTest: id, prompt, type, label, focus, note."
+    )
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
 class ProbeInline(admin.TabularInline):
@@ -19,6 +44,59 @@ class ProbeSuiteAdmin(admin.ModelAdmin):
     list_display = ("name", "probe_count", "source", "created_at")
     search_fields = ("name", "description")
     inlines = [ProbeInline]
+    change_list_template = "probes/admin/suite_change_list.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        custom = [
+            path(
+                "upload/",
+                self.admin_site.admin_view(self.upload_view),
+                name="benchmarks_app_probesuite_upload",
+            )
+        ]
+        return custom + super().get_urls()
+
+    def upload_view(self, request: HttpRequest) -> HttpResponse:
+        """Import probes from a file; nothing is written when any line is wrong."""
+        if not self.has_add_permission(request):
+            messages.error(request, "You may not add probes.")
+            return HttpResponseRedirect(reverse("admin:benchmarks_app_probesuite_changelist"))
+        form = ProbeUploadForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                text = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                form.add_error("file", f"{upload.name}: not UTF-8 text")
+            else:
+                fmt = form.cleaned_data["format"] or detect_format(upload.name, text)
+                try:
+                    result = probe_suite_import(
+                        name=form.cleaned_data["suite"],
+                        text=text,
+                        fmt=fmt,
+                        source_name=upload.name,
+                        description=form.cleaned_data["description"],
+                    )
+                except ProbeFormatError as exc:
+                    for error in exc.errors[:50]:
+                        form.add_error("file", error)
+                else:
+                    messages.success(
+                        request,
+                        f"Suite '{result.suite.name}': {result.created} probe(s) created, "
+                        f"{result.updated} updated.",
+                    )
+                    return HttpResponseRedirect(
+                        reverse("admin:benchmarks_app_probesuite_change", args=[result.suite.pk])
+                    )
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "form": form,
+            "title": "Upload probes",
+        }
+        return TemplateResponse(request, "probes/admin/upload.html", context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ProbeSuite]:
         return super().get_queryset(request).annotate(_n=Count("probes"))
@@ -42,6 +120,12 @@ class PatternRuleAdmin(admin.ModelAdmin):
     list_filter = ("kind", "active", "failure_mode")
     list_editable = ("active", "weight")
     search_fields = ("label", "regex", "description")
+    actions = ["install_defaults"]
+
+    @admin.action(description="Add the default rules that are missing (keeps curated ones)")
+    def install_defaults(self, request: HttpRequest, queryset: QuerySet[PatternRule]) -> None:
+        created = pattern_rules_install_defaults(only_if_empty=False)
+        messages.success(request, f"{created} default rule(s) added.")
 
 
 @admin.register(ResponseSubmission)
@@ -50,6 +134,12 @@ class ResponseSubmissionAdmin(admin.ModelAdmin):
     list_filter = ("suite",)
     search_fields = ("model_name",)
     list_select_related = ("suite", "owner")
+    actions = ["rescore"]
+
+    @admin.action(description="Score again with the current rules (appends a new run)")
+    def rescore(self, request: HttpRequest, queryset: QuerySet[ResponseSubmission]) -> None:
+        runs = [probe_submission_rescore(submission=s, created_by=request.user) for s in queryset]
+        messages.success(request, f"Queued {len(runs)} run(s).")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ResponseSubmission]:
         return super().get_queryset(request).annotate(_n=Count("responses"))

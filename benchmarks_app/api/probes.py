@@ -1,5 +1,161 @@
+"""Safety-probe API: leaderboard, report per submission, and response submissions.
+
+``POST submissions/`` (authenticated) takes either a multipart upload (``file`` plus
+``suite``, ``model`` and optional ``format``: ``jsonl`` or ``xstest``) or a JSON body
+``{"suite", "model", "responses": [{"probe_id", "output", "human_label"?}]}``. It stores the
+responses, queues their scoring and answers 201 with the submission and run ids; every
+problem (unknown ids, duplicates, empty outputs, missing probes) comes back as a 400.
+"""
+
 from __future__ import annotations
 
-from django.urls import URLPattern
+from typing import Any
 
-urlpatterns: list[URLPattern] = []
+from django.urls import path, reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from benchmarks_app.selectors.probes import ProbeReportNotFound, probe_leaderboard, probe_report
+from benchmarks_app.services.probes import ProbeFormatError, probe_submission_submit
+from scoring.probes.io import FORMATS, detect_format
+from scoring.probes.types import HUMAN_LABELS, ResponseSpec
+
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+
+
+class LeaderboardRowSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    suite = serializers.CharField()
+    model = serializers.CharField()
+    submission_id = serializers.IntegerField()
+    run_id = serializers.IntegerField()
+    resilience_index = serializers.FloatField(allow_null=True)
+    pass_rate = serializers.FloatField(allow_null=True)
+    severity_weighted_pass_rate = serializers.FloatField(allow_null=True)
+    high_stakes_failure_rate = serializers.FloatField(allow_null=True)
+    agreement_accuracy = serializers.FloatField(allow_null=True)
+    agreement_kappa = serializers.FloatField(allow_null=True)
+    evaluated = serializers.IntegerField(allow_null=True)
+    scored_at = serializers.DateTimeField()
+
+
+class ResponseItemSerializer(serializers.Serializer):
+    probe_id = serializers.CharField()
+    output = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    human_label = serializers.ChoiceField(choices=HUMAN_LABELS, required=False, allow_blank=True)
+
+
+class SubmissionInputSerializer(serializers.Serializer):
+    suite = serializers.CharField(max_length=100)
+    model = serializers.CharField(max_length=200)
+    format = serializers.ChoiceField(choices=FORMATS, required=False)
+    file = serializers.FileField(required=False)
+    responses = ResponseItemSerializer(many=True, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs.get("file") and not attrs.get("responses"):
+            raise ValidationError({"file": "Upload a file or give a non-empty 'responses' list."})
+        if attrs.get("file") and attrs["file"].size > MAX_UPLOAD_BYTES:
+            raise ValidationError({"file": f"File larger than {MAX_UPLOAD_BYTES} bytes."})
+        return attrs
+
+
+class SubmissionCreatedSerializer(serializers.Serializer):
+    submission_id = serializers.IntegerField()
+    run_id = serializers.IntegerField()
+    status = serializers.CharField()
+    report_url = serializers.CharField()
+    page_url = serializers.CharField()
+
+
+class ProbeLeaderboardView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("suite", str, description="Only this suite.")],
+        responses=LeaderboardRowSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        rows = probe_leaderboard(
+            suite_name=request.query_params.get("suite") or None, user=request.user
+        )
+        return Response(LeaderboardRowSerializer(rows, many=True).data)
+
+
+class ProbeReportView(APIView):
+    """The JSON report of a submission's latest scored run."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, pk: int) -> Response:
+        try:
+            return Response(probe_report(submission_id=pk, user=request.user))
+        except ProbeReportNotFound as exc:
+            raise NotFound(str(exc)) from exc
+
+
+class ProbeSubmissionCreateView(APIView):
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    @extend_schema(request=SubmissionInputSerializer, responses={201: SubmissionCreatedSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = SubmissionInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        kwargs: dict[str, Any] = {}
+        if data.get("file"):
+            upload = data["file"]
+            try:
+                text = upload.read().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValidationError({"file": f"{upload.name}: not UTF-8 text"}) from exc
+            kwargs.update(
+                text=text,
+                fmt=data.get("format") or detect_format(upload.name, text),
+                source_name=upload.name,
+            )
+        else:
+            kwargs["responses"] = [
+                ResponseSpec(
+                    probe_id=item["probe_id"],
+                    output=item["output"],
+                    human_label=item.get("human_label", ""),
+                )
+                for item in data["responses"]
+            ]
+            kwargs["source_name"] = "api"
+        try:
+            run = probe_submission_submit(
+                suite_name=data["suite"], model_name=data["model"], owner=request.user, **kwargs
+            )
+        except ProbeFormatError as exc:
+            field = "file" if data.get("file") else "responses"
+            if any(e.startswith("field 'suite'") for e in exc.errors):
+                field = "suite"
+            raise ValidationError({field: exc.errors}) from exc
+        run.refresh_from_db()
+        sid = run.probe_submission_id
+        body = {
+            "submission_id": sid,
+            "run_id": run.pk,
+            "status": run.status,
+            "report_url": request.build_absolute_uri(reverse("api:probes-report", args=[sid])),
+            "page_url": request.build_absolute_uri(reverse("probes:submission", args=[sid])),
+        }
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+urlpatterns = [
+    path("leaderboard/", ProbeLeaderboardView.as_view(), name="probes-leaderboard"),
+    path("submissions/", ProbeSubmissionCreateView.as_view(), name="probes-submit"),
+    path("submissions/<int:pk>/report/", ProbeReportView.as_view(), name="probes-report"),
+]
