@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from benchmarks_app.models import (
     Challenge,
@@ -10,6 +12,10 @@ from benchmarks_app.models import (
     Membership,
     Paper,
     Team,
+)
+from benchmarks_app.services.checklist import (
+    ChecklistSubmissionError,
+    checklist_submission_assess,
 )
 
 
@@ -49,6 +55,32 @@ class PaperInline(admin.TabularInline):
     show_change_link = True
 
 
+def _queue(request: HttpRequest, queryset: QuerySet[ChecklistSubmission], judge: str) -> None:
+    queued = 0
+    for submission in queryset:
+        try:
+            checklist_submission_assess(submission=submission, user=request.user, judge=judge)
+            queued += 1
+        except ChecklistSubmissionError as exc:
+            messages.error(request, f"#{submission.pk}: {exc.message}")
+    if queued:
+        messages.success(request, f"Queued {queued} assessment run(s) with the {judge} judge.")
+
+
+@admin.action(description="Assess with the offline judge (appends a new run and score)")
+def assess_offline(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[ChecklistSubmission]
+) -> None:
+    _queue(request, queryset, "offline")
+
+
+@admin.action(description="Assess with the OpenAI judge (appends a new run and score)")
+def assess_openai(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[ChecklistSubmission]
+) -> None:
+    _queue(request, queryset, "openai")
+
+
 @admin.register(ChecklistSubmission)
 class ChecklistSubmissionAdmin(admin.ModelAdmin):
     list_display = ("id", "team", "kind", "status", "submitted_by", "created_at")
@@ -56,6 +88,7 @@ class ChecklistSubmissionAdmin(admin.ModelAdmin):
     search_fields = ("team__name", "label")
     list_select_related = ("team", "submitted_by")
     inlines = [PaperInline]
+    actions = [assess_offline, assess_openai]
 
 
 class AnswerInline(admin.TabularInline):
@@ -71,3 +104,6 @@ class PaperAdmin(admin.ModelAdmin):
     search_fields = ("title", "team__name")
     list_select_related = ("team", "submission")
     inlines = [AnswerInline]
+
+
+# --- results (read-only: appended by assessment runs) and curation actions ------------------

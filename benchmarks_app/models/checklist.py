@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import uuid
+from pathlib import PurePosixPath
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -43,7 +47,7 @@ class Challenge(TimeStampedModel):
 class Team(TimeStampedModel):
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="teams")
     name = models.CharField(max_length=100)
-    members = models.ManyToManyField(
+    members: models.ManyToManyField[Any, Any] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
 
@@ -138,6 +142,15 @@ class SourceFormat(models.TextChoices):
     CSV = "csv", "Assessed CSV"
 
 
+def paper_upload_path(instance: Any, filename: str) -> str:
+    """Random names under the team's folder: a stored path reveals nothing and is not guessable.
+
+    Files are served only through the permission-checked download view, never from MEDIA_URL.
+    """
+    suffix = PurePosixPath(filename).suffix.lower()[:8]
+    return f"checklist/papers/team-{instance.team_id}/{uuid.uuid4().hex}{suffix}"
+
+
 class Paper(TimeStampedModel):
     submission = models.ForeignKey(
         ChecklistSubmission, on_delete=models.CASCADE, related_name="papers"
@@ -145,7 +158,8 @@ class Paper(TimeStampedModel):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="papers")
     kind = models.CharField(max_length=1, choices=PaperKind.choices)
     title = models.CharField(max_length=500, blank=True)
-    file = models.FileField(upload_to="papers/%Y/%m/", blank=True)
+    file = models.FileField(upload_to=paper_upload_path, blank=True, max_length=300)
+    original_name = models.CharField(max_length=255, blank=True)
     source_format = models.CharField(max_length=4, choices=SourceFormat.choices, blank=True)
     extracted_text = models.TextField(blank=True)
     body_words = models.PositiveIntegerField(default=0)
@@ -215,7 +229,12 @@ class ChecklistAssessment(AppendOnlyModel):
     class Meta:
         ordering = ["run", "answer"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "answer"], name="uniq_assessment_per_run"),
+            # Failed attempts stay on record; each answer gets at most one verdict per run.
+            models.UniqueConstraint(
+                fields=["run", "answer"],
+                condition=~models.Q(status="judge_failed"),
+                name="uniq_assessment_per_run",
+            ),
         ]
 
 

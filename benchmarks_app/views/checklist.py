@@ -1,6 +1,243 @@
+"""Pages of the paper checklist challenge under /checklist/."""
+
 from __future__ import annotations
 
-from django.urls import URLPattern
+import mimetypes
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import UploadedFile
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import path
+from django.views.decorators.http import require_POST
+
+from benchmarks_app.models import Challenge, PaperKind, SubmissionStatus
+from benchmarks_app.selectors.checklist import (
+    checklist_leaderboard,
+    checklist_quota,
+    checklist_submission_detail,
+    default_challenge,
+    team_submissions,
+    user_team,
+    user_teams,
+    visible_paper,
+)
+from benchmarks_app.services.checklist import (
+    ChecklistSubmissionError,
+    PaperUpload,
+    checklist_submission_assess,
+    checklist_submission_create,
+    checklist_submission_discard,
+)
 
 app_name = "checklist"
-urlpatterns: list[URLPattern] = []
+
+ACCEPT = ".pdf,.tex,.zip"
+
+
+def read_upload(upload: UploadedFile | None, field: str) -> PaperUpload | None:
+    """Read an uploaded file, refusing it before reading when it is over the size limit."""
+    if upload is None:
+        return None
+    limit_mb = int(getattr(settings, "UPLOAD_MAX_MB", 20))
+    size = upload.size or 0
+    if size > limit_mb * 1024 * 1024:
+        raise ChecklistSubmissionError(
+            f"{field} paper {upload.name!r} is {size / 2**20:.1f} MB; the upload limit is "
+            f"{limit_mb} MB.",
+            field=field,
+        )
+    return PaperUpload(name=upload.name or field, data=upload.read())
+
+
+class SubmissionForm(forms.Form):
+    genuine = forms.FileField(
+        label="Genuine paper (G)",
+        widget=forms.ClearableFileInput(attrs={"accept": ACCEPT}),
+        help_text="PDF, .tex, or .zip of LaTeX sources with a main .tex.",
+    )
+    adversarial = forms.FileField(
+        label="Adversarial paper (A)",
+        required=False,
+        widget=forms.ClearableFileInput(attrs={"accept": ACCEPT}),
+        help_text="Planted errors and deceptive answers. Give A and T together, or neither.",
+    )
+    truth = forms.FileField(
+        label="Truth-adversarial paper (T)",
+        required=False,
+        widget=forms.ClearableFileInput(attrs={"accept": ACCEPT}),
+        help_text="The same paper as A with truthful answers explaining the planted errors.",
+    )
+    label = forms.CharField(label="Label (optional)", required=False, max_length=200)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        has_a, has_t = bool(data.get("adversarial")), bool(data.get("truth"))
+        if has_a and not has_t:
+            self.add_error(
+                "truth", "A needs its T paper: submit G alone, or the full G/A/T triplet."
+            )
+        if has_t and not has_a:
+            self.add_error(
+                "adversarial", "T needs its A paper: submit G alone, or the full G/A/T triplet."
+            )
+        return data
+
+
+def _challenge(request: HttpRequest) -> Challenge | None:
+    return default_challenge(request.GET.get("challenge") or None)
+
+
+def leaderboard(request: HttpRequest) -> HttpResponse:
+    challenge = _challenge(request)
+    rows = checklist_leaderboard(challenge_slug=challenge.slug if challenge else None)
+    return render(
+        request,
+        "checklist/leaderboard.html",
+        {
+            "challenge": challenge,
+            "challenges": Challenge.objects.all(),
+            "rows": rows,
+            "my_team": user_team(user=request.user, challenge=challenge) if challenge else None,
+        },
+    )
+
+
+@login_required
+def submit(request: HttpRequest) -> HttpResponse:
+    challenge = _challenge(request)
+    team = user_team(user=request.user, challenge=challenge) if challenge else None
+    quota = checklist_quota(team=team) if team else None
+    form = SubmissionForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and team is not None and form.is_valid():
+        try:
+            files: dict[str, PaperUpload | None] = {
+                PaperKind.GENUINE: read_upload(form.cleaned_data["genuine"], "genuine"),
+                PaperKind.ADVERSARIAL: read_upload(
+                    form.cleaned_data.get("adversarial"), "adversarial"
+                ),
+                PaperKind.TRUTH: read_upload(form.cleaned_data.get("truth"), "truth"),
+            }
+            submission = checklist_submission_create(
+                team=team, user=request.user, files=files, label=form.cleaned_data["label"]
+            )
+        except ChecklistSubmissionError as exc:
+            form.add_error(
+                exc.field if exc.field in form.fields else None,
+                exc.message,
+            )
+        else:
+            messages.success(
+                request,
+                "Submission received. Check what was extracted, then start the assessment.",
+            )
+            return redirect("checklist:submission-detail", pk=submission.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(
+        request,
+        "checklist/submit.html",
+        {
+            "form": form,
+            "challenge": challenge,
+            "team": team,
+            "quota": quota,
+            "upload_max_mb": settings.UPLOAD_MAX_MB,
+            "word_cap": settings.CHECKLIST_BODY_WORD_CAP,
+        },
+        status=status,
+    )
+
+
+@login_required
+def mine(request: HttpRequest) -> HttpResponse:
+    entries = []
+    for team in user_teams(request.user):
+        entries.append(
+            {
+                "team": team,
+                "quota": checklist_quota(team=team),
+                "submissions": team_submissions(user=request.user, team=team),
+            }
+        )
+    return render(request, "checklist/mine.html", {"entries": entries})
+
+
+def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    detail = checklist_submission_detail(user=request.user, pk=pk)
+    if detail is None:
+        raise Http404("No such submission")
+    kinds = [
+        (kind, label, detail.rows.get(kind, []))
+        for kind, label in PaperKind.choices
+        if kind in detail.rows
+    ]
+    return render(
+        request,
+        "checklist/submission_detail.html",
+        {
+            "detail": detail,
+            "submission": detail.submission,
+            "kinds": kinds,
+            "papers": {p.kind: p for p in detail.papers},
+            "can_assess": detail.submission.status == SubmissionStatus.EXTRACTED,
+            "word_cap": settings.CHECKLIST_BODY_WORD_CAP,
+        },
+    )
+
+
+@require_POST
+def submission_assess(request: HttpRequest, pk: int) -> HttpResponse:
+    detail = checklist_submission_detail(user=request.user, pk=pk)
+    if detail is None or not request.user.is_authenticated:
+        raise Http404("No such submission")
+    try:
+        checklist_submission_assess(submission=detail.submission, user=request.user)
+    except ChecklistSubmissionError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Assessment queued.")
+    return redirect("checklist:submission-detail", pk=pk)
+
+
+@require_POST
+def submission_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
+    detail = checklist_submission_detail(user=request.user, pk=pk)
+    if detail is None or not request.user.is_authenticated:
+        raise Http404("No such submission")
+    try:
+        checklist_submission_discard(submission=detail.submission)
+    except ChecklistSubmissionError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Submission withdrawn; it no longer counts against the quota.")
+    return redirect("checklist:mine")
+
+
+def paper_download(request: HttpRequest, pk: int) -> FileResponse:
+    """Papers are served only here, to the team that submitted them and to staff."""
+    paper = visible_paper(user=request.user, pk=pk)
+    if paper is None or not paper.file:
+        raise Http404("No such paper")
+    name = paper.original_name or paper.file.name.rsplit("/", 1)[-1]
+    content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    response = FileResponse(
+        paper.file.open("rb"), as_attachment=True, filename=name, content_type=content_type
+    )
+    response["Cache-Control"] = "private, no-store"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+urlpatterns = [
+    path("", leaderboard, name="leaderboard"),
+    path("submit/", submit, name="submit"),
+    path("mine/", mine, name="mine"),
+    path("submissions/<int:pk>/", submission_detail, name="submission-detail"),
+    path("submissions/<int:pk>/assess/", submission_assess, name="submission-assess"),
+    path("submissions/<int:pk>/withdraw/", submission_withdraw, name="submission-withdraw"),
+    path("papers/<int:pk>/download/", paper_download, name="paper-download"),
+]

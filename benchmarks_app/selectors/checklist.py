@@ -1,0 +1,231 @@
+"""Reads of the paper checklist challenge: quota, leaderboard, a team's submissions.
+
+Protected data (papers, answers, assessments) is read through ``visibility`` only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
+
+from benchmarks_app.models import (
+    AssessmentStatus,
+    Challenge,
+    ChecklistAssessment,
+    ChecklistScore,
+    ChecklistSubmission,
+    EvaluationRun,
+    Membership,
+    Paper,
+    Team,
+)
+from benchmarks_app.selectors.visibility import (
+    visible_checklist_answers,
+    visible_checklist_assessments,
+    visible_checklist_submissions,
+    visible_papers,
+)
+
+
+@dataclass(frozen=True)
+class QuotaStatus:
+    daily_limit: int
+    total_limit: int
+    used_today: int
+    used_total: int
+    resets_at: datetime
+
+    @property
+    def remaining_today(self) -> int:
+        return max(0, self.daily_limit - self.used_today)
+
+    @property
+    def remaining_total(self) -> int:
+        return max(0, self.total_limit - self.used_total)
+
+    @property
+    def remaining(self) -> int:
+        return min(self.remaining_today, self.remaining_total)
+
+    @property
+    def exceeded_message(self) -> str:
+        if self.remaining_total <= 0:
+            return (
+                f"Your team has used all {self.total_limit} submissions of this challenge. "
+                "Failed submissions do not count."
+            )
+        return (
+            f"Your team has used its {self.daily_limit} submissions for today; the daily "
+            f"quota resets at {self.resets_at:%Y-%m-%d %H:%M} UTC. Failed submissions do not "
+            "count."
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "daily_limit": self.daily_limit,
+            "total_limit": self.total_limit,
+            "used_today": self.used_today,
+            "used_total": self.used_total,
+            "remaining_today": self.remaining_today,
+            "remaining_total": self.remaining_total,
+            "remaining": self.remaining,
+            "resets_at": self.resets_at.isoformat(),
+        }
+
+
+def challenge_limits(challenge: Challenge) -> tuple[int, int]:
+    daily = challenge.daily_limit
+    total = challenge.total_limit
+    return (
+        int(daily if daily is not None else getattr(settings, "CHECKLIST_DAILY_LIMIT", 3)),
+        int(total if total is not None else getattr(settings, "CHECKLIST_TOTAL_LIMIT", 20)),
+    )
+
+
+def checklist_quota(*, team: Team, now: datetime | None = None) -> QuotaStatus:
+    """Submissions counted today (UTC day) and in all; failed ones do not count."""
+    now = now or timezone.now()
+    day_start = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    counted = ChecklistSubmission.objects.filter(team=team).counting_towards_quota()
+    created = list(counted.values_list("created_at", flat=True))
+    daily, total = challenge_limits(team.challenge)
+    return QuotaStatus(
+        daily_limit=daily,
+        total_limit=total,
+        used_today=sum(1 for c in created if c >= day_start),
+        used_total=len(created),
+        resets_at=day_start + timedelta(days=1),
+    )
+
+
+def user_team(*, user: Any, challenge: Challenge) -> Team | None:
+    if user is None or not user.is_authenticated:
+        return None
+    membership = (
+        Membership.objects.filter(user=user, challenge=challenge).select_related("team").first()
+    )
+    return membership.team if membership else None
+
+
+def user_teams(user: Any) -> list[Team]:
+    if user is None or not user.is_authenticated:
+        return []
+    return list(
+        Team.objects.filter(memberships__user=user).select_related("challenge").order_by("name")
+    )
+
+
+def open_challenges() -> QuerySet[Challenge]:
+    return Challenge.objects.filter(is_open=True)
+
+
+def default_challenge(slug: str | None = None) -> Challenge | None:
+    qs = Challenge.objects.all()
+    if slug:
+        return qs.filter(slug=slug).first()
+    return qs.filter(is_open=True).order_by("-created_at").first() or qs.first()
+
+
+def checklist_leaderboard(*, challenge_slug: str | None = None) -> list[dict[str, Any]]:
+    """Each team's best entry, ranked by S, then C_G, then the earliest submission.
+
+    A submission's score is its latest complete one (re-assessments append scores). One query,
+    whatever the number of teams and submissions.
+    """
+    qs = ChecklistScore.objects.select_related("submission__team", "submission__challenge")
+    if challenge_slug:
+        qs = qs.filter(submission__challenge__slug=challenge_slug)
+    latest: dict[int, ChecklistScore] = {}
+    for score in qs.order_by("created_at", "pk"):
+        latest[score.submission_id] = score  # later scores replace earlier ones
+    best: dict[int, ChecklistScore] = {}
+
+    def key(s: ChecklistScore) -> tuple[float, float, float, int]:
+        return (-s.s, -s.c_g, s.submission.created_at.timestamp(), s.submission_id)
+
+    for score in latest.values():
+        team_id = score.submission.team_id
+        if team_id not in best or key(score) < key(best[team_id]):
+            best[team_id] = score
+    rows = []
+    for rank, score in enumerate(sorted(best.values(), key=key), start=1):
+        sub = score.submission
+        rows.append(
+            {
+                "rank": rank,
+                "team": sub.team.name,
+                "team_id": sub.team_id,
+                "challenge": sub.challenge.slug,
+                "submission": sub.pk,
+                "kind": sub.kind,
+                "c_g": score.c_g,
+                "c_a": score.c_a,
+                "c_t": score.c_t,
+                "r": score.r,
+                "s": score.s,
+                "created_at": sub.created_at,
+            }
+        )
+    return rows
+
+
+def team_submissions(*, user: Any, team: Team) -> list[ChecklistSubmission]:
+    """The team's submissions with their latest score and run (for "my submissions")."""
+    return list(
+        visible_checklist_submissions(user)
+        .filter(team=team)
+        .prefetch_related(
+            Prefetch("scores", queryset=ChecklistScore.objects.order_by("-created_at")),
+            Prefetch("runs", queryset=EvaluationRun.objects.order_by("-created_at")),
+            Prefetch("papers", queryset=Paper.objects.order_by("kind")),
+        )
+        .order_by("-created_at")
+    )
+
+
+@dataclass
+class SubmissionDetail:
+    submission: ChecklistSubmission
+    papers: list[Paper]
+    # Per paper kind: rows of (answer, latest assessment or None) in question order.
+    rows: dict[str, list[tuple[Any, ChecklistAssessment | None]]]
+    score: ChecklistScore | None
+    run: EvaluationRun | None
+    failed_attempts: int
+
+
+def checklist_submission_detail(*, user: Any, pk: int) -> SubmissionDetail | None:
+    """Everything the submission page shows, or ``None`` when the user may not see it."""
+    submission = visible_checklist_submissions(user).filter(pk=pk).first()
+    if submission is None:
+        return None
+    papers = list(visible_papers(user).filter(submission=submission).order_by("kind"))
+    answers = list(
+        visible_checklist_answers(user)
+        .filter(paper__submission=submission)
+        .order_by("paper__kind", "question__number")
+    )
+    run = submission.runs.order_by("-created_at").first()
+    assessments: dict[int, ChecklistAssessment] = {}
+    failed = 0
+    if run is not None:
+        for a in visible_checklist_assessments(user).filter(run=run).order_by("created_at"):
+            if a.status == AssessmentStatus.JUDGE_FAILED:
+                failed += 1
+                assessments.setdefault(a.answer_id, a)
+            else:
+                assessments[a.answer_id] = a
+    rows: dict[str, list[tuple[Any, ChecklistAssessment | None]]] = {}
+    for answer in answers:
+        rows.setdefault(answer.paper.kind, []).append((answer, assessments.get(answer.pk)))
+    score = submission.scores.order_by("-created_at").first()
+    return SubmissionDetail(submission, papers, rows, score, run, failed)
+
+
+def visible_paper(*, user: Any, pk: int) -> Paper | None:
+    return visible_papers(user).filter(pk=pk).first()

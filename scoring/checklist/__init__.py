@@ -1,0 +1,1 @@
+"""The paper checklist challenge, pure parts: extraction, normalization, judges and scores."""

@@ -1,0 +1,106 @@
+# mypy: disable-error-code="arg-type,attr-defined,misc,unused-ignore"
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from benchmarks_app.models import ChecklistSubmission, SubmissionStatus
+from benchmarks_app.selectors.checklist import checklist_quota
+from benchmarks_app.services.checklist import (
+    ChecklistSubmissionError,
+    PaperUpload,
+    QuotaExceeded,
+    checklist_submission_create,
+    checklist_submission_discard,
+)
+from tests.factories.checklist import ChallengeFactory, MembershipFactory, TeamFactory
+
+
+def _submit(m, genuine_tex) -> ChecklistSubmission:  # type: ignore[no-untyped-def]
+    return checklist_submission_create(team=m.team, user=m.user, files={"G": genuine_tex})
+
+
+@pytest.mark.django_db
+def test_daily_limit_then_failed_submissions_do_not_count(genuine_tex) -> None:
+    m = MembershipFactory(team__challenge__daily_limit=2, team__challenge__total_limit=10)
+    first = _submit(m, genuine_tex)
+    _submit(m, genuine_tex)
+    with pytest.raises(QuotaExceeded, match="used its 2 submissions for today") as info:
+        _submit(m, genuine_tex)
+    assert info.value.quota.remaining == 0
+    # A refused file (extraction error) stores nothing and costs nothing.
+    with pytest.raises(ChecklistSubmissionError, match="genuine paper"):
+        checklist_submission_create(
+            team=m.team, user=m.user, files={"G": PaperUpload("bad.tex", b"no checklist")}
+        )
+    assert ChecklistSubmission.objects.filter(team=m.team).count() == 2
+    checklist_submission_discard(submission=first)
+    assert checklist_quota(team=m.team).remaining_today == 1
+    _submit(m, genuine_tex)
+    # Yesterday's submissions count towards the total only.
+    ChecklistSubmission.objects.filter(team=m.team).update(
+        created_at=timezone.now() - timedelta(days=1)
+    )
+    quota = checklist_quota(team=m.team)
+    assert (quota.used_today, quota.used_total, quota.remaining_total) == (0, 2, 8)
+
+
+@pytest.mark.django_db
+def test_total_limit_and_settings_fallback(genuine_tex, settings) -> None:
+    settings.CHECKLIST_DAILY_LIMIT = 9
+    settings.CHECKLIST_TOTAL_LIMIT = 1
+    challenge = ChallengeFactory(daily_limit=None, total_limit=None)
+    m = MembershipFactory(team=TeamFactory(challenge=challenge))
+    assert (checklist_quota(team=m.team).daily_limit, checklist_quota(team=m.team).total_limit) == (
+        9,
+        1,
+    )
+    _submit(m, genuine_tex)
+    with pytest.raises(QuotaExceeded, match="used all 1 submissions"):
+        _submit(m, genuine_tex)
+
+
+@pytest.mark.django_db
+def test_failed_assessment_does_not_count(genuine_tex) -> None:
+    m = MembershipFactory(team__challenge__daily_limit=1)
+    sub = _submit(m, genuine_tex)
+    ChecklistSubmission.objects.filter(pk=sub.pk).update(status=SubmissionStatus.FAILED)
+    assert checklist_quota(team=m.team).remaining == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_submissions_cannot_exceed_the_quota(genuine_tex) -> None:
+    if connection.vendor == "sqlite":
+        print("skipped on SQLite: no row locks (select_for_update is a no-op)")
+        pytest.skip("SQLite has no row-level locks; this test runs on PostgreSQL")
+    m = MembershipFactory(team__challenge__daily_limit=3, team__challenge__total_limit=100)
+    threads_n = 8
+    barrier = threading.Barrier(threads_n)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        try:
+            barrier.wait()
+            _submit(m, genuine_tex)
+            result = "ok"
+        except QuotaExceeded:
+            result = "quota"
+        except Exception as exc:  # pragma: no cover - reported below
+            result = f"error: {exc!r}"
+        finally:
+            connections.close_all()
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=worker) for _ in range(threads_n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["ok"] * 3 + ["quota"] * 5, outcomes
+    assert ChecklistSubmission.objects.filter(team=m.team).count() == 3
