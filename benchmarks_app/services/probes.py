@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
 from benchmarks_app.models import (
@@ -27,6 +28,7 @@ from scoring.probes.geometry import observable_geometry
 from scoring.probes.io import (
     ProbeFormatError,
     check_responses,
+    detect_format,
     parse_probes,
     parse_responses,
 )
@@ -37,6 +39,8 @@ from scoring.probes.types import CaseScore, ProbeSpec, ResponseSpec, RuleSpec
 
 JUDGE = "rules"
 CHUNK = 2000
+# Same cap as the API's multipart upload (api/probes.py MAX_UPLOAD_BYTES).
+UPLOAD_MAX_BYTES = 50 * 1024 * 1024
 
 __all__ = [
     "JUDGE",
@@ -46,6 +50,7 @@ __all__ = [
     "probe_run_process",
     "probe_submission_rescore",
     "probe_submission_submit",
+    "probe_submission_upload",
     "probe_suite_import",
 ]
 
@@ -238,6 +243,39 @@ def probe_submission_submit(
         created_by=owner,
         enqueue=enqueue,
         probe_submission=submission,
+    )
+
+
+@transaction.atomic
+def probe_submission_upload(
+    *,
+    suite_name: str,
+    model_name: str,
+    upload: UploadedFile,
+    fmt: str | None = None,
+    owner: Any = None,
+    enqueue: bool = True,
+) -> EvaluationRun:
+    """``probe_submission_submit`` for an uploaded file, as the web form sends it.
+
+    Applies the API's upload checks first (size before reading, UTF-8) with the API's
+    messages; ``fmt`` empty means detect it from the file name, as the API does.
+    """
+    name = upload.name or "upload"
+    if (upload.size or 0) > UPLOAD_MAX_BYTES:
+        raise ProbeFormatError(name, [f"File larger than {UPLOAD_MAX_BYTES} bytes."])
+    try:
+        text = upload.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProbeFormatError(name, [f"{name}: not UTF-8 text"]) from exc
+    return probe_submission_submit(
+        suite_name=suite_name,
+        model_name=model_name,
+        text=text,
+        fmt=fmt or detect_format(name, text),
+        source_name=name,
+        owner=owner,
+        enqueue=enqueue,
     )
 
 

@@ -1,19 +1,31 @@
-"""Safety-probe pages: the leaderboard per suite and the report of each scored submission."""
+"""Safety-probe pages: the leaderboard per suite, the report of each scored submission, and
+the form that submits a model's responses."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
 
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import path
 
+from benchmarks_app.models import Benchmark, ProbeSuite
+from benchmarks_app.selectors.leaderboards import own_submissions
 from benchmarks_app.selectors.probes import (
     ProbeReportNotFound,
     probe_leaderboard,
     probe_report,
     probe_report_page,
+)
+from benchmarks_app.services.probes import (
+    UPLOAD_MAX_BYTES,
+    ProbeFormatError,
+    probe_submission_upload,
 )
 from scoring.probes.report import report_markdown
 
@@ -24,15 +36,112 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 SVG_W, SVG_H, SVG_PAD = 640, 400, 28
 
 
+MY_SUBMISSIONS_SHOWN = 10
+
+
 def leaderboard(request: HttpRequest) -> HttpResponse:
     rows = probe_leaderboard(suite_name=request.GET.get("suite") or None, user=request.user)
     suites: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         suites[row["suite"]].append(row)
+    # One extra query, and only for a logged-in user: their own entries, whatever their state.
+    mine = own_submissions(request.user, benchmark=Benchmark.PROBES)
     return render(
         request,
         "probes/leaderboard.html",
-        {"suites": dict(suites), "suite_filter": request.GET.get("suite", "")},
+        {
+            "suites": dict(suites),
+            "suite_filter": request.GET.get("suite", ""),
+            "my_submissions": mine[:MY_SUBMISSIONS_SHOWN],
+            "my_submissions_more": max(0, len(mine) - MY_SUBMISSIONS_SHOWN),
+        },
+    )
+
+
+# --- Submission form -----------------------------------------------------------------------
+
+FORMAT_CHOICES = [
+    ("", "Detect from the file name (.jsonl or .csv)"),
+    ("jsonl", "JSONL: one {probe_id, output} object per line"),
+    ("xstest", "XSTest completions CSV"),
+]
+
+
+class ResponseSubmissionForm(forms.Form):
+    """Only the shape of the request is checked here; everything about the content (which
+    suite, which probe ids, outputs) is left to the service so the page says exactly what the
+    API says."""
+
+    # A plain text field rendered as a select: an unknown suite name (a stale page) then gets
+    # the service's message, not Django's "Select a valid choice".
+    suite = forms.CharField(max_length=100, widget=forms.Select)
+    model = forms.CharField(
+        label="Model name",
+        max_length=200,
+        help_text="As it should appear on the leaderboard, e.g. gpt-4o-2024-08-06.",
+    )
+    format = forms.ChoiceField(choices=FORMAT_CHOICES, required=False)
+    file = forms.FileField(
+        label="Responses file",
+        widget=forms.ClearableFileInput(attrs={"accept": ".jsonl,.json,.ndjson,.csv,.txt"}),
+        help_text=f"UTF-8 text, at most {UPLOAD_MAX_BYTES // 2**20} MB.",
+    )
+
+    def __init__(self, *args: Any, suites: list[tuple[str, int]], **kwargs: Any) -> None:
+        """``suites``: (name, number of probes) of the suites that can be answered."""
+        super().__init__(*args, **kwargs)
+        self.fields["suite"].widget = forms.Select(
+            choices=[("", "Choose a suite…")]
+            + [(name, f"{name} ({n} probes)") for name, n in suites]
+        )
+
+
+def _error_field(message: str) -> str:
+    """The form field a service message is about: it names the field, else it is the file's."""
+    if message.startswith(("field 'suite'", "suite ")):
+        return "suite"
+    if message.startswith("field 'model'"):
+        return "model"
+    return "file"
+
+
+@login_required
+def submit(request: HttpRequest) -> HttpResponse:
+    suites = list(
+        ProbeSuite.objects.annotate(n_probes=Count("probes"))
+        .filter(n_probes__gt=0)
+        .order_by("name")
+        .values_list("name", "n_probes")
+    )
+    initial = {"suite": request.GET.get("suite", "")}
+    form = ResponseSubmissionForm(
+        request.POST or None, request.FILES or None, suites=suites, initial=initial
+    )
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = probe_submission_upload(
+                suite_name=data["suite"],
+                model_name=data["model"],
+                upload=data["file"],
+                fmt=data["format"] or None,
+                owner=request.user,
+            )
+        except ProbeFormatError as exc:
+            for message in exc.errors:
+                form.add_error(_error_field(message), message)
+        else:
+            messages.success(
+                request,
+                f"Responses of {data['model']} to {data['suite']} received; "
+                f"scoring run #{run.pk} is queued.",
+            )
+            return redirect("probes:submission", pk=run.probe_submission_id)
+    return render(
+        request,
+        "probes/submit.html",
+        {"form": form, "suites": suites, "max_mb": UPLOAD_MAX_BYTES // 2**20},
+        status=400 if request.method == "POST" else 200,
     )
 
 
@@ -122,6 +231,7 @@ def report_md(request: HttpRequest, pk: int) -> HttpResponse:
 
 urlpatterns = [
     path("", leaderboard, name="leaderboard"),
+    path("submit/", submit, name="submit"),
     path("submissions/<int:pk>/", submission, name="submission"),
     path("submissions/<int:pk>/report.json", report_json, name="report-json"),
     path("submissions/<int:pk>/report.md", report_md, name="report-md"),
