@@ -24,10 +24,9 @@ from rest_framework.views import APIView
 
 from benchmarks_app.selectors.probes import ProbeReportNotFound, probe_leaderboard, probe_report
 from benchmarks_app.services.probes import ProbeFormatError, probe_submission_submit
+from benchmarks_app.services.uploads import upload_too_large
 from scoring.probes.io import FORMATS, detect_format
 from scoring.probes.types import HUMAN_LABELS, ResponseSpec
-
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
 
 class LeaderboardRowSerializer(serializers.Serializer):
@@ -62,8 +61,10 @@ class SubmissionInputSerializer(serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("file") and not attrs.get("responses"):
             raise ValidationError({"file": "Upload a file or give a non-empty 'responses' list."})
-        if attrs.get("file") and attrs["file"].size > MAX_UPLOAD_BYTES:
-            raise ValidationError({"file": f"File larger than {MAX_UPLOAD_BYTES} bytes."})
+        upload = attrs.get("file")
+        too_large = upload_too_large(upload.size, upload.name or "file") if upload else None
+        if too_large:
+            raise ValidationError({"file": too_large})
         return attrs
 
 

@@ -38,6 +38,7 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.selectors.checklist import QuotaStatus, checklist_quota
 from benchmarks_app.services.runs import run_advance, run_create, run_finish, run_set_total
+from benchmarks_app.services.uploads import upload_max_bytes
 from scoring.checklist.extract import ExtractedPaper, ExtractionError, extract_paper
 from scoring.checklist.judges import (
     ChecklistItem,
@@ -123,10 +124,6 @@ def _word_cap() -> int:
     return int(getattr(settings, "CHECKLIST_BODY_WORD_CAP", 15000))
 
 
-def _max_bytes() -> int:
-    return int(getattr(settings, "UPLOAD_MAX_MB", 20)) * 1024 * 1024
-
-
 def _check_combination(files: Mapping[str, PaperUpload | None]) -> None:
     if not files.get(PaperKind.GENUINE):
         raise ChecklistSubmissionError(
@@ -152,7 +149,7 @@ def _check_combination(files: Mapping[str, PaperUpload | None]) -> None:
 def checklist_extract_upload(*, kind: str, upload: PaperUpload) -> ExtractedPaper:
     """Size check and extraction of one file; errors name the field and the file."""
     field = FIELD_FOR_KIND[PaperKind(kind)]
-    limit = _max_bytes()
+    limit = upload_max_bytes()
     if upload.size > limit:
         raise ChecklistSubmissionError(
             f"{field} paper {upload.name!r} is {upload.size / 2**20:.1f} MB; the upload limit "

@@ -22,6 +22,7 @@ from benchmarks_app.models import (
     ResponseSubmission,
 )
 from benchmarks_app.services.runs import run_advance, run_create, run_finish, run_set_total
+from benchmarks_app.services.uploads import upload_too_large
 from scoring.probes.agreement import refusal_agreement
 from scoring.probes.default_rules import DEFAULT_RULES
 from scoring.probes.geometry import observable_geometry
@@ -39,8 +40,6 @@ from scoring.probes.types import CaseScore, ProbeSpec, ResponseSpec, RuleSpec
 
 JUDGE = "rules"
 CHUNK = 2000
-# Same cap as the API's multipart upload (api/probes.py MAX_UPLOAD_BYTES).
-UPLOAD_MAX_BYTES = 50 * 1024 * 1024
 
 __all__ = [
     "JUDGE",
@@ -262,8 +261,9 @@ def probe_submission_upload(
     messages; ``fmt`` empty means detect it from the file name, as the API does.
     """
     name = upload.name or "upload"
-    if (upload.size or 0) > UPLOAD_MAX_BYTES:
-        raise ProbeFormatError(name, [f"File larger than {UPLOAD_MAX_BYTES} bytes."])
+    too_large = upload_too_large(upload.size, name)
+    if too_large:
+        raise ProbeFormatError(name, [too_large])
     try:
         text = upload.read().decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -33,6 +33,7 @@ from benchmarks_app.services.checklist import (
     checklist_submission_create,
     checklist_submission_discard,
 )
+from benchmarks_app.services.uploads import upload_too_large
 
 app_name = "checklist"
 
@@ -43,14 +44,9 @@ def read_upload(upload: UploadedFile | None, field: str) -> PaperUpload | None:
     """Read an uploaded file, refusing it before reading when it is over the size limit."""
     if upload is None:
         return None
-    limit_mb = int(getattr(settings, "UPLOAD_MAX_MB", 20))
-    size = upload.size or 0
-    if size > limit_mb * 1024 * 1024:
-        raise ChecklistSubmissionError(
-            f"{field} paper {upload.name!r} is {size / 2**20:.1f} MB; the upload limit is "
-            f"{limit_mb} MB.",
-            field=field,
-        )
+    too_large = upload_too_large(upload.size, f"{field} paper {upload.name!r}")
+    if too_large:
+        raise ChecklistSubmissionError(too_large, field=field)
     return PaperUpload(name=upload.name or field, data=upload.read())
 
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
@@ -23,7 +24,6 @@ from benchmarks_app.selectors.probes import (
     probe_report_page,
 )
 from benchmarks_app.services.probes import (
-    UPLOAD_MAX_BYTES,
     ProbeFormatError,
     probe_submission_upload,
 )
@@ -84,7 +84,7 @@ class ResponseSubmissionForm(forms.Form):
     file = forms.FileField(
         label="Responses file",
         widget=forms.ClearableFileInput(attrs={"accept": ".jsonl,.json,.ndjson,.csv,.txt"}),
-        help_text=f"UTF-8 text, at most {UPLOAD_MAX_BYTES // 2**20} MB.",
+        help_text="UTF-8 text, at most UPLOAD_MAX_MB megabytes.",
     )
 
     def __init__(self, *args: Any, suites: list[tuple[str, int]], **kwargs: Any) -> None:
@@ -140,7 +140,7 @@ def submit(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "probes/submit.html",
-        {"form": form, "suites": suites, "max_mb": UPLOAD_MAX_BYTES // 2**20},
+        {"form": form, "suites": suites, "max_mb": settings.UPLOAD_MAX_MB},
         status=400 if request.method == "POST" else 200,
     )
 

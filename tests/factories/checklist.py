@@ -22,9 +22,10 @@ class ChecklistUserFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = get_user_model()
         django_get_or_create = ("username",)
+        skip_postgeneration_save = True
 
     username = factory.Sequence(lambda n: f"checklist-user-{n}")
-    password = factory.PostGenerationMethodCall("set_password", "pw-12345")
+    password = factory.django.Password("pw-12345")
 
 
 class ChallengeFactory(factory.django.DjangoModelFactory):

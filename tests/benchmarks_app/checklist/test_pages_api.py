@@ -72,7 +72,7 @@ def test_form_refuses_a_without_t_and_oversize(settings) -> None:
     big = SimpleUploadedFile("big.pdf", b"%PDF" + b"0" * (1024 * 1024 + 10))
     response = client.post(reverse("checklist:submit"), {"genuine": big})
     assert response.status_code == 400
-    assert b"the upload limit is 1 MB" in response.content
+    assert b"larger than the 1 MB limit" in response.content
     assert not ChecklistSubmission.objects.exists()
 
 

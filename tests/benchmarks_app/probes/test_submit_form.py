@@ -194,12 +194,12 @@ def test_required_fields_and_undecodable_file(logged_in, user, suite):
     assert counts() == (0, 0, 0)
 
 
-def test_oversized_file_is_refused_before_reading(logged_in, suite, monkeypatch):
-    monkeypatch.setattr("benchmarks_app.services.probes.UPLOAD_MAX_BYTES", 10)
-    answer = logged_in.post(
-        SUBMIT, {"suite": "mini", "model": "m", "file": upload(responses_jsonl(GOOD))}
-    )
-    assert answer.context["form"].errors["file"] == ["File larger than 10 bytes."]
+def test_oversized_file_is_refused_before_reading(logged_in, suite, settings):
+    settings.UPLOAD_MAX_MB = 1
+    padded = responses_jsonl(GOOD) + "\n" * (1024 * 1024 + 1)
+    answer = logged_in.post(SUBMIT, {"suite": "mini", "model": "m", "file": upload(padded)})
+    [message] = answer.context["form"].errors["file"]
+    assert "larger than the 1 MB limit" in message
     assert counts() == (0, 0, 0)
 
 
