@@ -1,10 +1,82 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import URLPattern, path, reverse
 
 from benchmarks_app.models import Repo, ScanFinding, Scanner, ScanResult, TruthFinding
+from benchmarks_app.services.audit import AuditRunError, audit_import_uploads, audit_run_create
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> Any:
+        # Empty files are not a form error: the import reports them by name and goes on.
+        files = [f for f in (data if isinstance(data, list | tuple) else [data]) if f]
+        if not files:
+            raise forms.ValidationError("Choose at least one JSON file.")
+        return files
+
+
+class AuditUploadForm(forms.Form):
+    files = MultipleFileField(  # type: ignore[assignment]
+        help_text="JSON files; several at once are fine."
+    )
+    kind = forms.ChoiceField(
+        choices=[
+            ("auto", "Detect from each file"),
+            ("projects", "List of projects with vulnerabilities"),
+            ("repo", "Repo description (repos/<id>.json)"),
+            ("truth", "Ground truth (source_of_truth/<id>.json)"),
+            ("scan", "Scanner results (<repo>_results.json)"),
+        ],
+        initial="auto",
+    )
+    scanner = forms.CharField(
+        required=False, help_text="Needed for scanner results: the scanner's name."
+    )
+
+
+def judge_choices() -> list[tuple[str, str]]:
+    choices = [("offline", "offline (TF-IDF, no network, free)")]
+    if getattr(settings, "OPENAI_API_KEY", "") or getattr(settings, "OPENAI_BASE_URL", None):
+        choices.append(("openai", "openai (LLM judge; costs API calls)"))
+    choices.append(("replay", "replay (recorded verdicts from a folder)"))
+    return choices
+
+
+class EvaluateForm(forms.Form):
+    scanner = forms.ModelChoiceField(queryset=Scanner.objects.all())
+    judge = forms.ChoiceField(choices=judge_choices)
+    replay_dir = forms.CharField(required=False, help_text="Folder of <repo>_results.json")
+    model = forms.CharField(required=False, help_text="openai only; default JUDGE_MODEL")
+    iterations = forms.IntegerField(min_value=1, max_value=9, required=False)
+    batch_size = forms.IntegerField(min_value=1, max_value=100, required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("judge") == "replay" and not data.get("replay_dir"):
+            self.add_error("replay_dir", "The replay judge needs a folder.")
+        return data
+
+    @property
+    def judge_spec(self) -> str:
+        judge = self.cleaned_data["judge"]
+        return f"replay:{self.cleaned_data['replay_dir']}" if judge == "replay" else judge
 
 
 class TruthFindingInline(admin.TabularInline):
@@ -20,6 +92,94 @@ class RepoAdmin(admin.ModelAdmin):
     list_filter = ("platform", "is_public")
     search_fields = ("project_id", "name", "repository_url")
     inlines = [TruthFindingInline]
+    actions = ["evaluate_with"]
+    change_list_template = "audit/admin/repo_change_list.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        extra = [
+            path(
+                "import/",
+                self.admin_site.admin_view(self.import_view),
+                name="benchmarks_app_repo_import",
+            )
+        ]
+        return extra + super().get_urls()
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        """Upload audit data (any accepted shape); bad files are listed and skipped."""
+        if not self.has_add_permission(request):
+            return HttpResponseRedirect(reverse("admin:benchmarks_app_repo_changelist"))
+        form = AuditUploadForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            report = audit_import_uploads(
+                files=[(f.name, f.read()) for f in form.cleaned_data["files"]],
+                kind=form.cleaned_data["kind"],
+                scanner=form.cleaned_data["scanner"].strip(),
+                owner=request.user,
+            )
+            for problem in report.problems:
+                self.message_user(
+                    request, f"Skipped {problem.path}: {problem.reason}", messages.WARNING
+                )
+            self.message_user(request, f"Imported: {report.summary()}", messages.SUCCESS)
+            return HttpResponseRedirect(reverse("admin:benchmarks_app_repo_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Import audit data",
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return render(request, "audit/admin/import.html", context)
+
+    @admin.action(description="Evaluate with…")
+    def evaluate_with(self, request: HttpRequest, queryset: QuerySet[Repo]) -> HttpResponse | None:
+        """Pick a scanner and a judge, then queue a run over the selected repos."""
+        form = EvaluateForm(request.POST if "evaluate" in request.POST else None)
+        if "evaluate" in request.POST and form.is_valid():
+            scanner = form.cleaned_data["scanner"]
+            covered = set(scanner.scan_results.values_list("repo_id", flat=True))
+            repos = [r for r in queryset if r.pk in covered]
+            skipped = [r.project_id for r in queryset if r.pk not in covered]
+            if skipped:
+                self.message_user(
+                    request,
+                    f"{scanner.name} has no results for {', '.join(skipped)}; skipped.",
+                    messages.WARNING,
+                )
+            if not repos:
+                self.message_user(request, "Nothing to evaluate.", messages.ERROR)
+                return None
+            try:
+                run = audit_run_create(
+                    scanner=scanner,
+                    repos=repos,
+                    judge=form.judge_spec,
+                    model=form.cleaned_data["model"] or None,
+                    iterations=form.cleaned_data["iterations"],
+                    batch_size=form.cleaned_data["batch_size"],
+                    created_by=request.user,
+                )
+            except AuditRunError as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+                return None
+            self.message_user(
+                request,
+                f"Queued run #{run.pk}: {scanner.name} on {len(repos)} repo(s) with "
+                f"judge {run.judge}.",
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(
+                reverse("admin:benchmarks_app_evaluationrun_change", args=[run.pk])
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Evaluate with…",
+            "form": form,
+            "repos": queryset,
+            "opts": self.model._meta,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        }
+        return render(request, "audit/admin/evaluate.html", context)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Repo]:
         return (

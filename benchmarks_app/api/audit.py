@@ -1,5 +1,126 @@
+"""Audit API: leaderboard, per-scanner report, and result submission for a repo.
+
+The repo list (public fields; truth descriptions only where visible) is served by
+``api.common`` under the same prefix (``api:repo-list``).
+"""
+
 from __future__ import annotations
 
-from django.urls import URLPattern
+from typing import Any
 
-urlpatterns: list[URLPattern] = []
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from benchmarks_app.selectors.audit import ReportNotFound, audit_leaderboard, audit_report
+from benchmarks_app.selectors.visibility import visible_repos
+from benchmarks_app.services.audit import AuditRunError, audit_scan_submit
+
+
+class LeaderboardRowSerializer(serializers.Serializer):
+    scanner = serializers.CharField()
+    run_ids = serializers.ListField(child=serializers.IntegerField())
+    repos = serializers.IntegerField()
+    truth = serializers.IntegerField()
+    scan = serializers.IntegerField()
+    qa = serializers.IntegerField()
+    tp = serializers.IntegerField()
+    partial = serializers.IntegerField()  # type: ignore[assignment]
+    fp = serializers.IntegerField()
+    fn = serializers.IntegerField()
+    precision = serializers.FloatField()
+    recall = serializers.FloatField()
+    f1 = serializers.FloatField()
+    precision_with_partial = serializers.FloatField()
+    recall_with_partial = serializers.FloatField()
+    f1_with_partial = serializers.FloatField()
+    is_complete = serializers.BooleanField()
+
+
+class LeaderboardView(APIView):
+    """Scanners ranked on each repo's latest complete evaluation (best F1 with partial first)."""
+
+    @extend_schema(responses=LeaderboardRowSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        rows = audit_leaderboard()
+        return Response(LeaderboardRowSerializer(rows, many=True).data)
+
+
+class ReportView(APIView):
+    """The JSON document of ``manage.py audit_report`` for one scanner."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("run", int, description="one run instead of the latest")],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request, scanner: str) -> Response:
+        run = request.query_params.get("run")
+        if run is not None and not run.isdigit():
+            raise ValidationError({"run": "must be a run id (an integer)"})
+        try:
+            report = audit_report(scanner_name=scanner, run_id=int(run) if run else None)
+        except ReportNotFound as exc:
+            raise NotFound(str(exc)) from None
+        return Response(report)
+
+
+class SubmitResultsView(APIView):
+    """Upload a scanner's results for one repo and queue their evaluation.
+
+    Body: the results in any accepted shape (a list of findings, or ``{project, findings:
+    [...], token_usage, ...}``). The scanner's name comes from ``?scanner=NAME`` or a
+    top-level ``"scanner"`` key. Answers 202 with the queued run.
+    """
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("scanner", str, description="scanner name")],
+        request=OpenApiTypes.OBJECT,
+        responses={202: OpenApiTypes.OBJECT},
+    )
+    def post(self, request: Request, project_id: str) -> Response:
+        repo = get_object_or_404(visible_repos(request.user), project_id=project_id)
+        data: Any = request.data
+        scanner = request.query_params.get("scanner", "")
+        if isinstance(data, dict) and "scanner" in data:
+            scanner = scanner or str(data.get("scanner") or "")
+            data = {k: v for k, v in data.items() if k != "scanner"}
+        if not scanner:
+            raise ValidationError({"scanner": "give the scanner's name (?scanner=NAME)"})
+        try:
+            run = audit_scan_submit(user=request.user, scanner_name=scanner, repo=repo, data=data)
+        except PermissionError as exc:
+            raise PermissionDenied(str(exc)) from None
+        except AuditRunError as exc:
+            field, _, message = str(exc).partition(": ")
+            raise ValidationError({field if message else "detail": message or str(exc)}) from None
+        run.refresh_from_db()
+        return Response(
+            {
+                "run": run.pk,
+                "status": run.status,
+                "scanner": scanner,
+                "repo": repo.project_id,
+                "findings": repo.scan_results.get(scanner__name=scanner).findings.count(),
+                "run_url": request.build_absolute_uri(reverse("audit:run", args=[run.pk])),
+                "report_url": request.build_absolute_uri(
+                    reverse("api:audit-report", args=[scanner])
+                ),
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+urlpatterns = [
+    path("leaderboard/", LeaderboardView.as_view(), name="audit-leaderboard"),
+    path("reports/<str:scanner>/", ReportView.as_view(), name="audit-report"),
+    path("repos/<str:project_id>/results/", SubmitResultsView.as_view(), name="audit-submit"),
+]

@@ -1,7 +1,30 @@
+"""``make demo`` for the audit benchmark: import the bundled data, score ``baseline`` offline."""
+
 from __future__ import annotations
 
 from typing import TextIO
 
+from benchmarks_app.demo import SAMPLE_DATA
+from benchmarks_app.models import Scanner
+from benchmarks_app.selectors.audit import audit_report
+from benchmarks_app.services.audit import audit_import_path, audit_run_create
+from benchmarks_app.services.runs import run_wait
+from scoring.audit.metrics import overview_table
+
+AUDIT_DATA = SAMPLE_DATA / "audit"
+
 
 def run_demo(out: TextIO) -> None:
-    out.write("audit: demo not wired yet\n")
+    report = audit_import_path(path=AUDIT_DATA)
+    out.write(f"Imported {AUDIT_DATA}: {report.summary()}\n")
+    for problem in report.problems:
+        out.write(f"  skipped {problem.path}: {problem.reason}\n")
+    scanner = Scanner.objects.get(name="baseline")
+    run = audit_run_create(scanner=scanner, judge="offline")
+    run = run_wait(run=run)
+    out.write(
+        f"Run #{run.pk} ({run.judge} judge) {run.status}: {run.progress_done}/"
+        f"{run.progress_total} truth findings judged on {run.repos.count()} repos\n\n"
+    )
+    out.write(overview_table(audit_report(scanner_name=scanner.name, run_id=run.pk)) + "\n")
+    out.write(f"\nScanner leaderboard: /audit/ · this run: /audit/runs/{run.pk}/\n")

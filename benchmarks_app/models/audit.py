@@ -184,8 +184,12 @@ class AuditTruthResult(AppendOnlyModel):
     class Meta:
         ordering = ["run", "repo", "truth_finding__order"]
         constraints = [
+            # A judge-failed result is followed by a new row when the run resumes; every other
+            # outcome is final, so at most one per run and truth finding.
             models.UniqueConstraint(
-                fields=["run", "truth_finding"], name="uniq_audit_result_per_run"
+                fields=["run", "truth_finding"],
+                condition=~models.Q(outcome="judge_failed"),
+                name="uniq_audit_result_per_run",
             ),
         ]
 
@@ -199,6 +203,7 @@ class AuditRepoResult(AppendOnlyModel):
     repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="repo_results")
     scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="repo_results")
     is_complete = models.BooleanField(default=True)
+    judge = models.CharField(max_length=300, blank=True)
     metrics = models.JSONField(default=dict)
     false_positive_indices = models.JSONField(default=list, blank=True)
     notes = models.JSONField(default=list, blank=True)
@@ -206,5 +211,10 @@ class AuditRepoResult(AppendOnlyModel):
     class Meta:
         ordering = ["run", "repo"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "repo"], name="uniq_audit_repo_result_per_run"),
+            # Incomplete results (judge failures) are followed by a complete one on resume.
+            models.UniqueConstraint(
+                fields=["run", "repo"],
+                condition=models.Q(is_complete=True),
+                name="uniq_audit_repo_result_per_run",
+            ),
         ]

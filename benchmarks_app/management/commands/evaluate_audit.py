@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from benchmarks_app.models import EvaluationRun, Repo, Scanner
+from benchmarks_app.services.audit import AuditRunError, audit_run_create
+from benchmarks_app.services.runs import run_wait
+
+
+def progress_bar(run: EvaluationRun, width: int = 30) -> str:
+    total = run.progress_total or 0
+    done = min(run.progress_done, total) if total else 0
+    filled = int(width * done / total) if total else 0
+    return (
+        f"\rrun #{run.pk} [{'#' * filled}{'.' * (width - filled)}] "
+        f"{done}/{total} truth findings · {run.status}"
+    )
+
+
+class Command(BaseCommand):
+    help = (
+        "Evaluate a scanner's imported results against ground truth on the queue. "
+        "With --wait, show progress until the run ends (and process it here when no worker "
+        "is running)."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--scanner", required=True)
+        parser.add_argument(
+            "--repo", action="append", default=[], help="project id (repeatable); default all"
+        )
+        parser.add_argument("--judge", help="offline | openai | replay:DIR (default JUDGE_DEFAULT)")
+        parser.add_argument("--model", help="model of the openai judge (default JUDGE_MODEL)")
+        parser.add_argument("--iterations", type=int)
+        parser.add_argument("--batch-size", type=int)
+        parser.add_argument("--json-mode", action="store_true", default=None)
+        parser.add_argument("--wait", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        scanner = Scanner.objects.filter(name=options["scanner"]).first()
+        if scanner is None:
+            raise CommandError(f"scanner: no scanner named {options['scanner']!r}; import first")
+        repos = None
+        if options["repo"]:
+            found = {r.project_id: r for r in Repo.objects.filter(project_id__in=options["repo"])}
+            unknown = [p for p in options["repo"] if p not in found]
+            if unknown:
+                raise CommandError(f"repo: unknown project id(s) {', '.join(unknown)}")
+            repos = [found[p] for p in options["repo"]]
+        try:
+            run = audit_run_create(
+                scanner=scanner,
+                repos=repos,
+                judge=options["judge"],
+                model=options["model"],
+                iterations=options["iterations"],
+                batch_size=options["batch_size"],
+                json_mode=options["json_mode"],
+            )
+        except AuditRunError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"Queued run #{run.pk}: {scanner.name} with judge {run.judge}")
+        if not options["wait"]:
+            return
+        tty = getattr(self.stdout, "isatty", lambda: False)() or sys.stdout.isatty()
+        last = [""]
+
+        def show(r: EvaluationRun) -> None:
+            line = progress_bar(r)
+            if line != last[0]:
+                self.stdout.write(line if tty else line.lstrip("\r"), ending="" if tty else "\n")
+                last[0] = line
+
+        run = run_wait(run=run, on_progress=show)
+        if tty:
+            self.stdout.write("")
+        if run.status == "succeeded":
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"Run #{run.pk} succeeded. Report: manage.py audit_report "
+                    f"--scanner {scanner.name} --run {run.pk}"
+                )
+            )
+        else:
+            raise CommandError(f"Run #{run.pk} {run.status}: {run.error}")

@@ -1,0 +1,165 @@
+"""Audit reads: the scanner leaderboard, the report document and the run page.
+
+Every scanner is ranked on each repo's latest complete evaluation (the newest complete
+:class:`AuditRepoResult` per scanner and repo). The number of queries does not grow with the
+number of scanners, repos or runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Max
+
+from benchmarks_app.models import (
+    AuditRepoResult,
+    AuditTruthResult,
+    EvaluationRun,
+    MatchOutcome,
+    Scanner,
+)
+from benchmarks_app.selectors.visibility import truth_details_visible, visible_runs
+from scoring.audit.metrics import RATIO_KEYS, build_report, overall, pct
+
+
+class ReportNotFound(LookupError):
+    pass
+
+
+def _latest_complete(scanner_id: int | None = None) -> list[AuditRepoResult]:
+    qs = AuditRepoResult.objects.filter(is_complete=True)
+    if scanner_id is not None:
+        qs = qs.filter(scanner_id=scanner_id)
+    latest_ids = qs.values("scanner_id", "repo_id").annotate(latest=Max("id")).values("latest")
+    return list(
+        AuditRepoResult.objects.filter(id__in=latest_ids)
+        .select_related("scanner", "repo")
+        .order_by("scanner__name", "repo__project_id")
+    )
+
+
+def audit_leaderboard(**_: Any) -> list[dict[str, Any]]:
+    """One row per scanner, best F1 (with partial) first."""
+    by_scanner: dict[str, list[AuditRepoResult]] = defaultdict(list)
+    for row in _latest_complete():
+        by_scanner[row.scanner.name].append(row)
+    board = []
+    for name, rows in by_scanner.items():
+        totals = overall([r.metrics for r in rows])
+        totals.pop("repo", None)
+        totals.pop("truth_severity_counts", None)
+        totals.pop("scan_severity_counts", None)
+        board.append(
+            {
+                "scanner": name,
+                "scanner_id": rows[0].scanner_id,
+                "run_ids": sorted({r.run_id for r in rows}),
+                "repos": len(rows),
+                **totals,
+                "is_complete": True,
+            }
+        )
+    board.sort(key=lambda r: (-r["f1_with_partial"], -r["f1"], r["scanner"]))
+    return board
+
+
+def audit_report(*, scanner_name: str, run_id: int | None = None) -> dict[str, Any]:
+    """The JSON document of ``audit_report`` (see :func:`scoring.audit.metrics.build_report`)."""
+    scanner = Scanner.objects.filter(name=scanner_name).first()
+    if scanner is None:
+        raise ReportNotFound(f"scanner: no scanner named {scanner_name!r}")
+    if run_id is None:
+        rows = _latest_complete(scanner.pk)
+        run_ids = sorted({r.run_id for r in rows})
+        run: Any = run_ids[0] if len(run_ids) == 1 else (run_ids or None)
+        complete = True
+    else:
+        evaluation = EvaluationRun.objects.filter(pk=run_id, scanner=scanner).first()
+        if evaluation is None:
+            raise ReportNotFound(f"run: no run #{run_id} of scanner {scanner_name!r}")
+        latest = (
+            AuditRepoResult.objects.filter(run=evaluation)
+            .values("repo_id")
+            .annotate(latest=Max("id"))
+            .values("latest")
+        )
+        rows = list(AuditRepoResult.objects.filter(id__in=latest).select_related("repo"))
+        run = run_id
+        complete = evaluation.is_complete and all(r.is_complete for r in rows)
+    return build_report(
+        scanner=scanner.name,
+        run=run,
+        repo_rows=[r.metrics for r in rows],
+        is_complete=complete,
+    )
+
+
+@dataclass
+class RepoSection:
+    repo: Any
+    metrics: dict[str, Any] | None
+    is_complete: bool
+    notes: list[str]
+    show_truth_text: bool
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def percent(self) -> dict[str, str]:
+        return {k: pct(self.metrics[k]) for k in RATIO_KEYS} if self.metrics else {}
+
+
+def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[RepoSection]]:
+    """A run with per-repo tables of truth results; hidden truth text is left out."""
+    run = visible_runs(user).filter(benchmark="audit").get(pk=run_id)
+    latest_repo = (
+        AuditRepoResult.objects.filter(run=run)
+        .values("repo_id")
+        .annotate(latest=Max("id"))
+        .values("latest")
+    )
+    repo_results = {r.repo_id: r for r in AuditRepoResult.objects.filter(id__in=latest_repo)}
+    results = (
+        AuditTruthResult.objects.filter(run=run)
+        .select_related("truth_finding", "scan_finding", "repo")
+        .order_by("repo__project_id", "truth_finding__order", "id")
+    )
+    latest: dict[int, AuditTruthResult] = {}
+    for r in results:
+        previous = latest.get(r.truth_finding_id)
+        # A final outcome wins over an earlier judge failure of the same finding.
+        if previous is None or previous.outcome == MatchOutcome.JUDGE_FAILED:
+            latest[r.truth_finding_id] = r
+    sections: dict[int, RepoSection] = {}
+    for repo in run.repos.order_by("project_id"):
+        rr = repo_results.get(repo.pk)
+        sections[repo.pk] = RepoSection(
+            repo=repo,
+            metrics=rr.metrics if rr else None,
+            is_complete=bool(rr and rr.is_complete),
+            notes=list(rr.notes) if rr else [],
+            show_truth_text=truth_details_visible(user, repo),
+        )
+    for r in sorted(latest.values(), key=lambda r: (r.truth_finding.order, r.truth_finding_id)):
+        section = sections.get(r.repo_id)
+        if section is None:
+            continue
+        dropped = section.metrics and r.truth_finding_id in section.metrics.get(
+            "dropped_partials", []
+        )
+        section.rows.append(
+            {
+                "finding_id": r.truth_finding.finding_id,
+                "title": r.truth_finding.title,
+                "severity": r.truth_finding.severity,
+                "outcome": r.outcome,
+                "outcome_label": r.get_outcome_display(),
+                "dropped": bool(dropped),
+                "scan_index": r.scan_finding.index if r.scan_finding else None,
+                "scan_title": r.scan_finding.title if r.scan_finding else "",
+                "explanation": r.explanation if section.show_truth_text else "",
+                "votes": len(r.votes),
+            }
+        )
+    return run, list(sections.values())

@@ -1,0 +1,27 @@
+"""Audit benchmark writes: importing data, creating and processing evaluation runs."""
+
+from __future__ import annotations
+
+from benchmarks_app.services.audit.evaluation import (
+    AuditRunError,
+    audit_process_run,
+    audit_run_create,
+    audit_scan_submit,
+)
+from benchmarks_app.services.audit.importing import (
+    ImportReport,
+    audit_import_dataset,
+    audit_import_path,
+    audit_import_uploads,
+)
+
+__all__ = [
+    "AuditRunError",
+    "ImportReport",
+    "audit_import_dataset",
+    "audit_import_path",
+    "audit_import_uploads",
+    "audit_process_run",
+    "audit_run_create",
+    "audit_scan_submit",
+]

@@ -1,0 +1,1 @@
+"""Audit-findings benchmark: parsing, LLM-consensus matching, metrics and reports (pure)."""

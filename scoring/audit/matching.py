@@ -1,0 +1,214 @@
+"""Matching scan findings to ground truth with a judge and majority votes (pure, async).
+
+For each truth finding, in order: the scan findings not yet exactly matched are split into
+batches; each batch is judged by up to ``iterations`` votes (see
+:func:`scoring.judges.consensus.run_consensus`); an exact match ends the search and takes that
+scan finding out of every later pool (one-to-one); otherwise the first partial is kept. A batch
+whose votes cannot be obtained makes the truth finding *judge-failed*: it is neither a match
+nor a miss, and a resumed run judges it again.
+
+:func:`postprocess` then drops partials on scan findings that an exact match used, keeps only
+the first partial per scan finding and lists the false positives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scoring.audit.types import (
+    JUDGE_FAILED,
+    MATCH,
+    NONE,
+    PARTIAL,
+    AuditVerdict,
+    ScanItem,
+    TruthItem,
+    TruthOutcome,
+    VoteLog,
+)
+from scoring.judges.consensus import ConsensusResult, Vote, run_consensus
+
+
+class AuditJudge(Protocol):
+    """Answers one vote for one truth finding against one batch; raises ``VoteFailed``."""
+
+    name: str
+    model: str
+
+    async def judge(
+        self, truth: TruthItem, batch: Sequence[ScanItem], *, vote_number: int
+    ) -> AuditVerdict: ...
+
+
+def invalid_reason(verdict: AuditVerdict, batch: Sequence[ScanItem]) -> str | None:
+    """A match or partial must name a scan finding of the batch (never -1)."""
+    if not (verdict.is_match or verdict.is_partial_match):
+        return None
+    allowed = [s.index for s in batch]
+    index = verdict.index_of_finding_from_junior_auditor
+    if index not in allowed:
+        return (
+            f"index_of_finding_from_junior_auditor={index} is not one of the findings in this "
+            f"batch ({', '.join(map(str, allowed))}) although a match was claimed"
+        )
+    return None
+
+
+def audit_tie_break(votes: Sequence[Vote[AuditVerdict]]) -> Vote[AuditVerdict]:
+    """No majority: 1 exact + 1 partial + 1 neither → the partial; any other split → first."""
+    labels = sorted(v.label or "" for v in votes)
+    if len(votes) == 3 and labels == sorted([MATCH, PARTIAL, NONE]):
+        return next(v for v in votes if v.label == PARTIAL)
+    return votes[0]
+
+
+def batches_of(pool: Sequence[ScanItem], batch_size: int) -> list[list[ScanItem]]:
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    return [list(pool[i : i + batch_size]) for i in range(0, len(pool), batch_size)]
+
+
+async def judge_batch(
+    judge: AuditJudge,
+    truth: TruthItem,
+    batch: Sequence[ScanItem],
+    *,
+    iterations: int,
+) -> ConsensusResult[AuditVerdict]:
+    async def ask(n: int) -> AuditVerdict:
+        return await judge.judge(truth, batch, vote_number=n)
+
+    return await run_consensus(
+        ask, lambda v: v.label, iterations=iterations, tie_break=audit_tie_break
+    )
+
+
+async def match_truth(
+    judge: AuditJudge,
+    truth: TruthItem,
+    pool: Sequence[ScanItem],
+    *,
+    batch_size: int = 10,
+    iterations: int = 3,
+) -> TruthOutcome:
+    result = TruthOutcome(truth_key=truth.key, outcome=NONE, finding_id=truth.finding_id)
+    best_partial: tuple[int, str] | None = None
+    for b, batch in enumerate(batches_of(pool, batch_size), start=1):
+        consensus = await judge_batch(judge, truth, batch, iterations=iterations)
+        for vote in consensus.votes:
+            v = vote.verdict
+            result.votes.append(
+                VoteLog(
+                    batch=b,
+                    number=vote.number,
+                    label=vote.label,
+                    index=v.index_of_finding_from_junior_auditor if v else None,
+                    explanation=v.explanation if v else "",
+                    error=vote.error,
+                )
+            )
+        verdict = consensus.verdict
+        if verdict is None:
+            result.outcome = JUDGE_FAILED
+            result.scan_index = None
+            result.explanation = f"Batch {b}: {consensus.reason}"
+            result.notes.append(f"batch {b} failed: {consensus.reason}")
+            return result
+        index = verdict.index_of_finding_from_junior_auditor
+        if best_partial is None:
+            result.explanation = verdict.explanation
+        if consensus.label == MATCH:
+            result.outcome = MATCH
+            result.scan_index = index
+            result.explanation = verdict.explanation
+            return result
+        if consensus.label == PARTIAL and best_partial is None:
+            best_partial = (index, verdict.explanation)
+    if best_partial is not None:
+        result.outcome = PARTIAL
+        result.scan_index, result.explanation = best_partial
+    return result
+
+
+@dataclass
+class RepoMatch:
+    """Outcomes of one repo in truth order, and what post-processing made of them."""
+
+    outcomes: list[TruthOutcome]
+    final: dict[object, str] = field(default_factory=dict)  # truth key → final outcome
+    false_positives: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for o in self.final.values() if o == outcome)
+
+
+def postprocess(outcomes: Sequence[TruthOutcome], scans: Sequence[ScanItem]) -> RepoMatch:
+    exact_by_index: dict[int, TruthOutcome] = {}
+    for o in outcomes:
+        if o.outcome == MATCH and o.scan_index is not None:
+            exact_by_index.setdefault(o.scan_index, o)
+    final: dict[object, str] = {}
+    notes: list[str] = []
+    partial_by_index: dict[int, TruthOutcome] = {}
+    for o in outcomes:
+        if o.outcome != PARTIAL or o.scan_index is None:
+            final[o.truth_key] = o.outcome
+            continue
+        if o.scan_index in exact_by_index:
+            final[o.truth_key] = NONE
+            notes.append(
+                f"Partial of truth {o.label} on scan finding #{o.scan_index} dropped: "
+                f"truth {exact_by_index[o.scan_index].label} matched it exactly."
+            )
+        elif o.scan_index in partial_by_index:
+            final[o.truth_key] = NONE
+            notes.append(
+                f"Partial of truth {o.label} on scan finding #{o.scan_index} dropped: "
+                f"truth {partial_by_index[o.scan_index].label} already holds a partial on it."
+            )
+        else:
+            partial_by_index[o.scan_index] = o
+            final[o.truth_key] = PARTIAL
+    used = set(exact_by_index) | set(partial_by_index)
+    false_positives = [s.index for s in scans if s.index not in used and not s.is_qa]
+    return RepoMatch(list(outcomes), final, false_positives, notes)
+
+
+OnOutcome = Callable[[TruthOutcome], Awaitable[None]]
+
+
+async def match_repo(
+    judge: AuditJudge,
+    truths: Sequence[TruthItem],
+    scans: Sequence[ScanItem],
+    *,
+    batch_size: int = 10,
+    iterations: int = 3,
+    done: Sequence[TruthOutcome] = (),
+    on_outcome: OnOutcome | None = None,
+) -> RepoMatch:
+    """Match a repo; ``done`` holds outcomes from an earlier attempt that are kept as they are.
+
+    Judge-failed outcomes in ``done`` are judged again. Each new outcome is handed to
+    ``on_outcome`` as soon as it is known, so that a crash loses at most one truth finding.
+    """
+    kept = {o.truth_key: o for o in done if not o.failed}
+    used = {o.scan_index for o in kept.values() if o.outcome == MATCH}
+    outcomes: list[TruthOutcome] = []
+    for truth in truths:
+        if truth.key in kept:
+            outcomes.append(kept[truth.key])
+            continue
+        pool = [s for s in scans if s.index not in used]
+        outcome = await match_truth(
+            judge, truth, pool, batch_size=batch_size, iterations=iterations
+        )
+        if outcome.outcome == MATCH and outcome.scan_index is not None:
+            used.add(outcome.scan_index)
+        if on_outcome is not None:
+            await on_outcome(outcome)
+        outcomes.append(outcome)
+    return postprocess(outcomes, scans)

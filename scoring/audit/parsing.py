@@ -1,0 +1,421 @@
+"""Reading audit data in every accepted shape (pure: files in, plain records out).
+
+A data folder holds any of ``repos/``, ``source_of_truth/``, ``recorded/`` and one folder per
+scanner. Problems with single files (empty, not JSON, wrong shape) are collected as
+:class:`Problem` s naming the file and the reason, and the rest is still read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scoring.audit.types import BEST_PRACTICES, HIGH, INFO, LOW, MEDIUM
+
+RESERVED_FOLDERS = {"repos", "source_of_truth", "recorded"}
+
+_SEVERITY_ALIASES = {
+    "critical": HIGH,
+    "crit": HIGH,
+    "high": HIGH,
+    "h": HIGH,
+    "medium": MEDIUM,
+    "med": MEDIUM,
+    "moderate": MEDIUM,
+    "m": MEDIUM,
+    "low": LOW,
+    "l": LOW,
+    "info": INFO,
+    "informational": INFO,
+    "information": INFO,
+    "note": INFO,
+    "i": INFO,
+    "qa": INFO,
+    "bestpractice": BEST_PRACTICES,
+    "bestpractices": BEST_PRACTICES,
+    "gas": BEST_PRACTICES,
+}
+
+# Keyword → category, first hit wins (checked against the lower-cased vulnerability_type).
+_CATEGORY_KEYWORDS: list[tuple[tuple[str, ...], str]] = [
+    (("reentran",), "Reentrancy"),
+    (("access control", "unauthori", "privilege", "permission", "onlyowner"), "Access control"),
+    (("oracle", "stale", "price feed"), "Oracle"),
+    (("front-run", "frontrun", "sandwich", "slippage", "mev"), "Front-running / slippage"),
+    (
+        ("overflow", "underflow", "precision", "rounding", "decimal", "arithmetic", "truncat"),
+        "Arithmetic",
+    ),
+    (("denial of service", "denial-of-service", "dos", "griefing", "gas exhaustion"), "DoS"),
+    (("signature", "nonce", "replay"), "Signatures / replay"),
+    (("initiali", "upgrade", "storage collision", "proxy"), "Initialization / upgradeability"),
+    (("erc20", "approval", "allowance", "token"), "Token integration"),
+    (("validation", "input"), "Input validation"),
+    (("accounting", "logic", "misaccount"), "Logic / accounting"),
+    (("centraliz", "trust"), "Centralization / trust"),
+    (("external call", "unchecked", "delegatecall"), "External calls"),
+]
+
+_CONTRACT_RE = re.compile(r"\b([A-Z][A-Za-z0-9_]{2,})\.sol\b")
+
+
+class ParseError(ValueError):
+    """A file that cannot be used; the message names what is wrong."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass
+class RepoRecord:
+    project_id: str
+    name: str = ""
+    platform: str = ""
+    repository_url: str = ""
+    contract_files: list[str] = field(default_factory=list)
+    codebases: list[Any] = field(default_factory=list)
+    docs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TruthRecord:
+    finding_id: str
+    order: int
+    severity: str
+    raw_severity: str
+    title: str
+    description: str = ""
+    category: str = ""
+    contracts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ScanRecord:
+    index: int
+    title: str
+    description: str
+    severity: str
+    raw_severity: str
+    external_id: str = ""
+    category: str = ""
+    vulnerability_type: str = ""
+    contracts: list[str] = field(default_factory=list)
+    file: str = ""
+    location: str = ""
+    confidence: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ScanFile:
+    scanner: str
+    project_id: str
+    source_name: str
+    findings: list[ScanRecord]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DataSet:
+    """Everything read from one path; ``truths`` maps project id → findings in file order."""
+
+    repos: dict[str, RepoRecord] = field(default_factory=dict)
+    truths: dict[str, list[TruthRecord]] = field(default_factory=dict)
+    scans: list[ScanFile] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    files_read: int = 0
+
+
+def normalize_severity(raw: Any, *, where: str = "severity") -> str:
+    """Map a free-form severity onto High/Medium/Low/Info/Best Practices."""
+    text = str(raw or "").strip()
+    squashed = re.sub(r"[^a-z]", "", text.lower())
+    if squashed in _SEVERITY_ALIASES:
+        return _SEVERITY_ALIASES[squashed]
+    if squashed.startswith("bestpractice"):
+        return BEST_PRACTICES
+    if not text:
+        raise ParseError(f"{where}: missing")
+    raise ParseError(
+        f"{where}: unknown severity {text!r} (expected critical, high, medium, low, "
+        "informational or best practices)"
+    )
+
+
+def category_for(vulnerability_type: str) -> str:
+    text = (vulnerability_type or "").lower()
+    if not text:
+        return ""
+    for keywords, category in _CATEGORY_KEYWORDS:
+        if any(k in text for k in keywords):
+            return category
+    return "Other"
+
+
+def contracts_in(*texts: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for text in texts:
+        for name in _CONTRACT_RE.findall(text or ""):
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def load_json(path: Path) -> Any:
+    """Read a JSON file, raising :class:`ParseError` for empty or malformed content."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ParseError(f"cannot read: {exc.strerror or exc}") from exc
+    return loads(raw)
+
+
+def loads(raw: bytes | str) -> Any:
+    if not (raw.strip() if isinstance(raw, bytes | str) else raw):
+        raise ParseError("empty file")
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ParseError(f"not valid JSON ({exc})") from exc
+
+
+def _text(item: dict[str, Any], *keys: str) -> str:
+    for key in keys:
+        value = item.get(key)
+        if value not in (None, ""):
+            return str(value)
+    return ""
+
+
+def parse_repo(data: Any, *, fallback_id: str = "") -> RepoRecord:
+    if not isinstance(data, dict):
+        raise ParseError("expected a JSON object with project_id and name")
+    project_id = _text(data, "project_id", "projectId", "id") or fallback_id
+    if not project_id:
+        raise ParseError("project_id: missing")
+    return RepoRecord(
+        project_id=project_id,
+        name=_text(data, "name") or project_id,
+        platform=_text(data, "platform"),
+        repository_url=_text(data, "repositoryURL", "repository_url", "repo_url"),
+        contract_files=list(data.get("contractFiles") or data.get("contract_files") or []),
+        codebases=list(data.get("codebases") or []),
+        docs=dict(data.get("docs") or {}),
+    )
+
+
+def parse_truth(data: Any, *, project_id: str = "") -> tuple[str, list[TruthRecord]]:
+    """``{project_id, vulnerabilities: [...]}`` or a list of ``{Issue, Category, ...}``."""
+    if isinstance(data, dict):
+        project_id = _text(data, "project_id") or project_id
+        items = data.get("vulnerabilities")
+        if not isinstance(items, list):
+            raise ParseError("vulnerabilities: expected a list of findings")
+    elif isinstance(data, list):
+        items = data
+    else:
+        raise ParseError("expected {project_id, vulnerabilities} or a list of findings")
+    if not project_id:
+        raise ParseError("project_id: missing")
+    records: list[TruthRecord] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"finding {i}"
+        if not isinstance(item, dict):
+            raise ParseError(f"{where}: expected an object")
+        title = _text(item, "title", "Issue", "issue", "name")
+        if not title:
+            raise ParseError(f"{where}: title (or Issue) missing")
+        raw_sev = _text(item, "severity", "Severity")
+        severity = normalize_severity(raw_sev, where=f"{where}.severity")
+        finding_id = _text(item, "finding_id", "id", "ID") or f"{project_id}-{i + 1:03d}"
+        if finding_id in seen:
+            raise ParseError(f"{where}: duplicate finding_id {finding_id!r}")
+        seen.add(finding_id)
+        description = _text(item, "description", "Description")
+        contracts = item.get("Contracts") or item.get("contracts") or []
+        if isinstance(contracts, str):
+            contracts = [c.strip() for c in re.split(r"[,;\n]", contracts) if c.strip()]
+        records.append(
+            TruthRecord(
+                finding_id=finding_id,
+                order=i,
+                severity=severity,
+                raw_severity=raw_sev,
+                title=title,
+                description=description,
+                category=_text(item, "category", "Category"),
+                contracts=[str(c) for c in contracts] or contracts_in(title, description),
+            )
+        )
+    return project_id, records
+
+
+_SCAN_KNOWN = {
+    "title",
+    "description",
+    "vulnerability_type",
+    "severity",
+    "confidence",
+    "location",
+    "file",
+    "id",
+}
+
+
+def parse_scan(data: Any) -> tuple[list[ScanRecord], dict[str, Any]]:
+    """A list of findings, or ``{project, findings: [...], token_usage, ...}``."""
+    metadata: dict[str, Any] = {}
+    if isinstance(data, dict):
+        items = data.get("findings")
+        if not isinstance(items, list):
+            raise ParseError("findings: expected a list of findings")
+        metadata = {k: v for k, v in data.items() if k != "findings"}
+    elif isinstance(data, list):
+        items = data
+    else:
+        raise ParseError("expected a list of findings or {project, findings: [...]}")
+    records = []
+    for i, item in enumerate(items):
+        where = f"finding {i}"
+        if not isinstance(item, dict):
+            raise ParseError(f"{where}: expected an object")
+        title = _text(item, "title", "Issue", "name")
+        description = _text(item, "description", "Description", "details")
+        if not title and not description:
+            raise ParseError(f"{where}: title and description both missing")
+        raw_sev = _text(item, "severity", "Severity")
+        severity = normalize_severity(raw_sev, where=f"{where}.severity")
+        vtype = _text(item, "vulnerability_type", "Category", "category", "type")
+        confidence: float | None
+        try:
+            confidence = float(item["confidence"]) if item.get("confidence") is not None else None
+        except (TypeError, ValueError):
+            raise ParseError(f"{where}.confidence: not a number") from None
+        file = _text(item, "file")
+        records.append(
+            ScanRecord(
+                index=i,
+                title=title or description[:120],
+                description=description,
+                severity=severity,
+                raw_severity=raw_sev,
+                external_id=_text(item, "id", "finding_id")[:200],
+                category=category_for(vtype),
+                vulnerability_type=vtype[:300],
+                contracts=contracts_in(file, title, description),
+                file=file[:500],
+                location=_text(item, "location")[:500],
+                confidence=confidence,
+                extra={k: v for k, v in item.items() if k not in _SCAN_KNOWN},
+            )
+        )
+    return records, metadata
+
+
+def scan_project_id(filename: str) -> str:
+    """``<repo>_results.json`` or ``baseline_<repo>.json`` → ``<repo>``."""
+    stem = filename.removesuffix(".json")
+    if stem.endswith("_results"):
+        return stem.removesuffix("_results")
+    if stem.startswith("baseline_"):
+        return stem.removeprefix("baseline_")
+    return stem
+
+
+def parse_projects(data: Any) -> tuple[list[RepoRecord], dict[str, list[TruthRecord]]]:
+    """A single file holding a list of projects, each with its vulnerabilities."""
+    if not isinstance(data, list):
+        raise ParseError("expected a list of projects")
+    repos: list[RepoRecord] = []
+    truths: dict[str, list[TruthRecord]] = {}
+    for i, project in enumerate(data):
+        try:
+            repo = parse_repo(project)
+            _, records = parse_truth(
+                {"vulnerabilities": project.get("vulnerabilities") or []},
+                project_id=repo.project_id,
+            )
+        except ParseError as exc:
+            raise ParseError(f"project {i}: {exc}") from None
+        repos.append(repo)
+        truths[repo.project_id] = records
+    return repos, truths
+
+
+def _json_files(folder: Path) -> Iterable[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() == ".json")
+
+
+def read_scanner_folder(folder: Path, scanner: str, data: DataSet) -> None:
+    for path in _json_files(folder):
+        data.files_read += 1
+        try:
+            findings, metadata = parse_scan(load_json(path))
+        except ParseError as exc:
+            data.problems.append(Problem(str(path), str(exc)))
+            continue
+        project_id = str(metadata.get("project") or "") or scan_project_id(path.name)
+        data.scans.append(
+            ScanFile(
+                scanner=scanner,
+                project_id=project_id,
+                source_name=path.name,
+                findings=findings,
+                metadata=metadata,
+            )
+        )
+
+
+def read_path(path: Path, *, scanner: str | None = None) -> DataSet:
+    """Read a data folder, a scanner folder (``scanner`` given) or a projects JSON file."""
+    data = DataSet()
+    if not path.exists():
+        raise ParseError(f"{path}: no such file or folder")
+    if path.is_file():
+        data.files_read = 1
+        try:
+            repos, truths = parse_projects(load_json(path))
+        except ParseError as exc:
+            data.problems.append(Problem(str(path), str(exc)))
+            return data
+        data.repos = {r.project_id: r for r in repos}
+        data.truths = truths
+        return data
+    if scanner:
+        read_scanner_folder(path, scanner, data)
+        return data
+    repos_dir = path / "repos"
+    if repos_dir.is_dir():
+        for f in _json_files(repos_dir):
+            data.files_read += 1
+            try:
+                repo = parse_repo(load_json(f), fallback_id=f.stem)
+            except ParseError as exc:
+                data.problems.append(Problem(str(f), str(exc)))
+                continue
+            data.repos[repo.project_id] = repo
+    truth_dir = path / "source_of_truth"
+    if truth_dir.is_dir():
+        for f in _json_files(truth_dir):
+            data.files_read += 1
+            try:
+                project_id, records = parse_truth(load_json(f), project_id=f.stem)
+            except ParseError as exc:
+                data.problems.append(Problem(str(f), str(exc)))
+                continue
+            data.truths[project_id] = records
+    for sub in sorted(p for p in path.iterdir() if p.is_dir()):
+        if sub.name in RESERVED_FOLDERS or sub.name.startswith("."):
+            continue
+        read_scanner_folder(sub, sub.name, data)
+    return data

@@ -1,0 +1,174 @@
+"""Evaluating through the queue with the real ``openai`` client against a local fake server."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from benchmarks_app.models import (
+    AuditRepoResult,
+    AuditTruthResult,
+    EvaluationRun,
+    JudgeCall,
+    MatchOutcome,
+)
+from benchmarks_app.selectors.audit import audit_leaderboard, audit_report
+from benchmarks_app.services.audit import AuditRunError, audit_run_create
+from benchmarks_app.services.runs import run_resume, run_wait
+from tests.factories.audit import repo_with_scan
+from tests.scoring.judges.fake_openai import FakeOpenAI, completion, error_body
+
+pytestmark = pytest.mark.django_db
+
+
+def _answer(body: dict[str, Any]) -> dict[str, Any]:
+    """Match 'reentrancy' truths to the finding titled 'reentrancy ...', else neither."""
+    user = body["messages"][1]["content"]
+    truth_title = re.search(r"Title: (.*)", user).group(1)  # type: ignore[union-attr]
+    found = re.findall(r"\[(\d+)\] Title: (.*)", user)
+    for index, title in found:
+        if truth_title.split()[0].lower() in title.lower():
+            verdict = {"is_match": True, "is_partial_match": False, "index": int(index)}
+            break
+    else:
+        verdict = {"is_match": False, "is_partial_match": False, "index": -1}
+    return completion(
+        json.dumps(
+            {
+                "is_match": verdict["is_match"],
+                "is_partial_match": verdict["is_partial_match"],
+                "explanation": "fake",
+                "severity_from_junior_auditor": "High",
+                "severity_from_truth": "High",
+                "index_of_finding_from_junior_auditor": verdict["index"],
+            }
+        ),
+        tokens_in=100,
+        tokens_out=20,
+    )
+
+
+@pytest.fixture
+def openai_settings(settings):
+    settings.OPENAI_API_KEY = "test-key"
+    settings.JUDGE_MAX_RETRIES = 1
+    settings.JUDGE_BACKOFF_BASE_S = 0.001
+    settings.JUDGE_BACKOFF_MAX_S = 0.002
+    settings.JUDGE_MODEL = "fake-model"
+    return settings
+
+
+def test_openai_judge_end_to_end_with_ledger(openai_settings) -> None:
+    repo_with_scan(
+        truths=["Reentrancy in withdraw", "Oracle staleness"],
+        findings=["Unrelated gas issue", "Reentrancy when withdrawing", "Info note"],
+        qa=(2,),
+    )
+    with FakeOpenAI(_answer) as server:
+        openai_settings.OPENAI_BASE_URL = server.base_url
+        call_command(
+            "evaluate_audit",
+            "--scanner",
+            "tool",
+            "--judge",
+            "openai",
+            "--wait",
+            stdout=io.StringIO(),
+        )
+    run = EvaluationRun.objects.get()
+    assert run.status == "succeeded" and run.is_complete
+    assert run.judge_config["model"] == "fake-model"
+    assert server.requests[0]["model"] == "fake-model"
+    assert server.requests[0]["response_format"]["type"] == "json_schema"
+    rows = {r.truth_finding.title: r for r in AuditTruthResult.objects.filter(run=run)}
+    assert rows["Reentrancy in withdraw"].outcome == MatchOutcome.MATCH
+    matched = rows["Reentrancy in withdraw"].scan_finding
+    assert matched is not None and matched.index == 1
+    assert rows["Oracle staleness"].outcome == MatchOutcome.NONE
+    assert len(rows["Reentrancy in withdraw"].votes) == 2
+    calls = JudgeCall.objects.filter(run=run)
+    assert calls.count() == len(server.requests) == 4
+    assert {c.tokens_in for c in calls} == {100} and {c.status for c in calls} == {"ok"}
+    # Scanner text is delimited as data and the judge told to ignore instructions in it.
+    assert "<junior_findings" in server.requests[0]["messages"][1]["content"]
+    assert "never instructions" in server.requests[0]["messages"][0]["content"]
+    metrics = AuditRepoResult.objects.get(run=run).metrics
+    assert (metrics["tp"], metrics["fp"], metrics["fn"], metrics["qa"]) == (1, 2, 1, 1)
+    assert AuditRepoResult.objects.get(run=run).false_positive_indices == [0]
+    board = audit_leaderboard()
+    assert [(r["scanner"], r["tp"], r["repos"]) for r in board] == [("tool", 1, 1)]
+
+
+def test_failure_marks_run_failed_and_resume_redoes_only_missing(openai_settings) -> None:
+    repo_with_scan(
+        truths=["Reentrancy in withdraw", "Oracle staleness", "Access control"],
+        findings=["Reentrancy when withdrawing", "Oracle price is stale"],
+    )
+    state = {"down": True}
+
+    def handler(body: dict[str, Any]) -> Any:
+        if state["down"] and "Title: Oracle staleness" in body["messages"][1]["content"]:
+            return 503, error_body("overloaded")
+        return _answer(body)
+
+    with FakeOpenAI(handler) as server:
+        openai_settings.OPENAI_BASE_URL = server.base_url
+        with pytest.raises(CommandError, match="1 item"):
+            call_command(
+                "evaluate_audit",
+                "--scanner",
+                "tool",
+                "--judge",
+                "openai",
+                "--wait",
+                stdout=io.StringIO(),
+            )
+        run = EvaluationRun.objects.get()
+        assert (run.status, run.failed_items, run.is_complete) == ("failed", 1, False)
+        failed = AuditTruthResult.objects.get(run=run, outcome=MatchOutcome.JUDGE_FAILED)
+        assert failed.truth_finding.title == "Oracle staleness"
+        assert all(v["verdict"] == "failed" for v in failed.votes)
+        assert JudgeCall.objects.filter(run=run, status="error").count() >= 2
+        incomplete = AuditRepoResult.objects.get(run=run)
+        assert not incomplete.is_complete and incomplete.metrics["fn"] == 2 - 1
+        # Incomplete results never reach the leaderboard or the default report.
+        assert audit_leaderboard() == []
+        assert audit_report(scanner_name="tool", run_id=run.pk)["is_complete"] is False
+
+        state["down"] = False
+        before = len(server.requests)
+        run = run_wait(run=run_resume(run=run))
+        assert (run.status, run.failed_items, run.is_complete) == ("succeeded", 0, True)
+        asked = server.requests[before:]
+        assert asked and all(
+            "Title: Oracle staleness" in r["messages"][1]["content"] for r in asked
+        )
+    outcomes = {
+        r.truth_finding.title: r.outcome
+        for r in AuditTruthResult.objects.filter(run=run).exclude(outcome="judge_failed")
+    }
+    assert outcomes == {
+        "Reentrancy in withdraw": "match",
+        "Oracle staleness": "match",
+        "Access control": "none",
+    }
+    report = audit_report(scanner_name="tool")
+    assert report["is_complete"] and report["overall"]["tp"] == 2 and report["run"] == run.pk
+
+
+def test_run_creation_errors_name_the_argument() -> None:
+    _, result = repo_with_scan(truths=["a"], findings=["b"])
+    other, _ = repo_with_scan(truths=["a"], findings=["b"], scanner="other")
+    with pytest.raises(AuditRunError, match="judge: 'gpt' is not one of"):
+        audit_run_create(scanner=result.scanner, judge="gpt")
+    with pytest.raises(AuditRunError, match="replay folder"):
+        audit_run_create(scanner=result.scanner, judge="replay:/nonexistent")
+    with pytest.raises(AuditRunError, match=f"no results for {other.project_id}"):
+        audit_run_create(scanner=result.scanner, repos=[other])
+    with pytest.raises(AuditRunError, match="openai needs OPENAI_API_KEY"):
+        audit_run_create(scanner=result.scanner, judge="openai")

@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+
+from benchmarks_app.models import EvaluationRun, Repo, Scanner, ScanResult, TruthFinding
+from benchmarks_app.selectors.audit import audit_leaderboard
+from benchmarks_app.services.audit import audit_run_create
+from benchmarks_app.services.runs import run_wait
+from tests.factories.audit import TruthFindingFactory, repo_with_scan
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "The secret exploit path through Vault.withdraw"
+
+
+def _evaluated(scanner: str = "tool", public: bool = True) -> EvaluationRun:
+    repo, result = repo_with_scan(
+        truths=["Reentrancy in withdraw", "Oracle staleness"],
+        findings=["Reentrancy in withdraw allows draining", "Unrelated"],
+        scanner=scanner,
+    )
+    repo.is_public = public
+    repo.save()
+    TruthFinding.objects.filter(repo=repo).update(description=SECRET)
+    return run_wait(run=audit_run_create(scanner=result.scanner, judge="offline"))
+
+
+def test_leaderboard_page_and_scanner_report() -> None:
+    run = _evaluated()
+    assert run.status == "succeeded"
+    page = Client().get("/audit/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "tool" in html and reverse("audit:scanner", args=["tool"]) in html
+    report = Client().get("/audit/scanners/tool/?format=json").json()
+    assert report["scanner"] == "tool" and report["overall"]["truth"] == 2
+    md = Client().get("/audit/scanners/tool/?format=md").content.decode()
+    assert "| Repo | Truth | AI Scan |" in md
+
+
+def test_empty_leaderboard_says_what_to_do() -> None:
+    html = Client().get("/audit/").content.decode()
+    assert "evaluate_audit" in html
+
+
+def test_run_page_hides_truth_of_private_repos_from_the_public() -> None:
+    run = _evaluated(public=False)
+    html = Client().get(f"/audit/runs/{run.pk}/").content.decode()
+    assert "Reentrancy in withdraw" in html  # titles are public
+    assert "explanation" not in html and "similarity" not in html
+    staff = get_user_model().objects.create_user("staff", password="x", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    staff_html = client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert "Judge's explanation" in staff_html and "similarity" in staff_html
+
+
+def test_leaderboard_query_count_constant() -> None:
+    _evaluated("one")
+    with CaptureQueriesContext(connection) as small:
+        audit_leaderboard()
+    for name in ("two", "three", "four"):
+        _evaluated(name)
+    with CaptureQueriesContext(connection) as big:
+        rows = audit_leaderboard()
+    assert len(rows) == 4
+    assert len(big.captured_queries) == len(small.captured_queries)
+
+
+def test_api_leaderboard_and_report() -> None:
+    _evaluated()
+    rows = Client().get("/api/audit/leaderboard/").json()
+    assert rows[0]["scanner"] == "tool" and rows[0]["repos"] == 1
+    assert Client().get("/api/audit/reports/tool/").json()["overall"]["repo"] == "ALL"
+    assert Client().get("/api/audit/reports/nobody/").status_code == 404
+    assert Client().get("/api/audit/reports/tool/?run=x").status_code == 400
+
+
+def test_api_submit_requires_auth_and_queues_a_run() -> None:
+    repo = Repo.objects.create(project_id="p1", name="P1")
+    TruthFindingFactory(repo=repo, title="Reentrancy in withdraw")
+    url = "/api/audit/repos/p1/results/?scanner=mytool"
+    body = {
+        "project": "p1",
+        "findings": [{"title": "Reentrancy in withdraw", "description": "d", "severity": "high"}],
+    }
+    assert Client().post(url, body, content_type="application/json").status_code in (401, 403)
+    user = get_user_model().objects.create_user("u", password="x")
+    token = Token.objects.create(user=user)
+    auth: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Token {token.key}"}
+    response = Client().post(url, json.dumps(body), content_type="application/json", **auth)
+    assert response.status_code == 202, response.content
+    run = EvaluationRun.objects.get(pk=response.json()["run"])
+    assert (
+        run.scanner is not None and run.scanner.name == "mytool" and list(run.repos.all()) == [repo]
+    )
+    assert run_wait(run=run).status == "succeeded"
+    assert Scanner.objects.get(name="mytool").owner == user
+    # A list body is accepted too; a broken one names the problem.
+    listed = [{"title": "x", "description": "y", "severity": "low"}]
+    ok = Client().post(url, json.dumps(listed), content_type="application/json", **auth)
+    assert ok.status_code == 202
+    assert ScanResult.objects.get(scanner__name="mytool").findings.count() == 1
+    bad = Client().post(
+        url,
+        json.dumps([{"title": "x", "severity": "urgent"}]),
+        content_type="application/json",
+        **auth,
+    )
+    assert bad.status_code == 400 and "urgent" in bad.content.decode()
+    other = get_user_model().objects.create_user("other", password="x")
+    other_auth: dict[str, Any] = {
+        "HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=other).key}"
+    }
+    denied = Client().post(url, json.dumps(listed), content_type="application/json", **other_auth)
+    assert denied.status_code == 403
+
+
+def test_api_repo_list_never_leaks_private_truth() -> None:
+    _evaluated(public=False)
+    text = Client().get("/api/audit/repos/").content.decode()
+    repo = Repo.objects.get()
+    detail = Client().get(f"/api/audit/repos/{repo.pk}/").content.decode()
+    assert SECRET not in text and SECRET not in detail
+
+
+def test_admin_upload_and_evaluate_action() -> None:
+    admin = get_user_model().objects.create_superuser("admin", password="x")
+    client = Client()
+    client.force_login(admin)
+    truth = {
+        "project_id": "p5",
+        "vulnerabilities": [
+            {
+                "finding_id": "H-1",
+                "severity": "high",
+                "title": "Reentrancy in withdraw",
+                "description": "d",
+            }
+        ],
+    }
+    response = client.post(
+        reverse("admin:benchmarks_app_repo_import"),
+        {
+            "files": [
+                SimpleUploadedFile("p5.json", json.dumps(truth).encode()),
+                SimpleUploadedFile(
+                    "p5_results.json",
+                    json.dumps([{"title": "Reentrancy in withdraw", "severity": "high"}]).encode(),
+                ),
+                SimpleUploadedFile("empty_results.json", b""),
+            ],
+            "kind": "auto",
+            "scanner": "uploaded",
+        },
+        follow=True,
+    )
+    page = response.content.decode()
+    assert "Skipped empty_results.json: empty file" in page
+    repo = Repo.objects.get(project_id="p5")
+    assert repo.truth_findings.count() == 1
+    changelist = reverse("admin:benchmarks_app_repo_changelist")
+    form = client.post(changelist, {"action": "evaluate_with", "_selected_action": [repo.pk]})
+    assert "Queue the run" in form.content.decode()
+    scanner = Scanner.objects.get(name="uploaded")
+    done = client.post(
+        changelist,
+        {
+            "action": "evaluate_with",
+            "_selected_action": [repo.pk],
+            "evaluate": "1",
+            "scanner": scanner.pk,
+            "judge": "offline",
+        },
+    )
+    assert done.status_code == 302
+    run = EvaluationRun.objects.get()
+    assert run.scanner == scanner and run.judge == "offline"

@@ -1,0 +1,82 @@
+"""A local OpenAI-compatible chat-completions server for tests (the real client talks to it).
+
+``FakeOpenAI(handler)``: ``handler(request_json) -> (status, body_dict)`` or a plain dict (200).
+Every request body is kept in ``requests``. Use as a context manager; ``base_url`` ends in /v1.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Handler = Callable[[dict[str, Any]], "dict[str, Any] | tuple[int, dict[str, Any]]"]
+
+
+def completion(content: str, *, tokens_in: int = 11, tokens_out: int = 7) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": tokens_in,
+            "completion_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+        },
+    }
+
+
+def error_body(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "server_error", "code": None}}
+
+
+class FakeOpenAI:
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class _H(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with outer._lock:
+                    outer.requests.append(body)
+                result = outer.handler(body)
+                status, payload = result if isinstance(result, tuple) else (200, result)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
