@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from benchmarks_app.models import (
@@ -15,7 +16,9 @@ from benchmarks_app.models import (
     JudgeCall,
     ProbeCaseResult,
     ProbeRunReport,
+    RunStatus,
 )
+from benchmarks_app.services import runs as run_services
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -58,6 +61,29 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         "task_id",
     )
     raw_id_fields = ("probe_submission", "checklist_submission")
+    actions = ["resume_runs", "cancel_runs"]
+
+    @admin.action(description="Resume selected failed or stalled runs (redo only what is missing)")
+    def resume_runs(self, request: HttpRequest, queryset: QuerySet[EvaluationRun]) -> None:
+        resumed, refused = 0, []
+        for run in queryset:
+            try:
+                run_services.run_resume(run=run)
+                resumed += 1
+            except run_services.RunNotResumable as exc:
+                refused.append(str(exc))
+        if resumed:
+            self.message_user(request, f"Queued {resumed} run(s) again.", messages.SUCCESS)
+        for reason in refused:
+            self.message_user(request, reason, messages.WARNING)
+
+    @admin.action(description="Cancel selected queued runs")
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[EvaluationRun]) -> None:
+        cancelled = sum(
+            run_services.run_cancel(run=run).status == RunStatus.CANCELLED
+            for run in queryset.filter(status=RunStatus.QUEUED)
+        )
+        self.message_user(request, f"Cancelled {cancelled} queued run(s).", messages.SUCCESS)
 
     @admin.display(description="Target")
     def target(self, obj: EvaluationRun) -> str:

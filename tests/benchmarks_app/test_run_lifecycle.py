@@ -84,3 +84,31 @@ def test_an_ended_run_is_not_processed_again() -> None:
     called: list[int] = []
     run_services.process_run(run_id=run.pk, processor=lambda r: called.append(r.pk))
     assert called == []
+
+
+def test_admin_actions_resume_failed_and_cancel_queued_runs(
+    admin_client: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from django.urls import reverse
+
+    failed = _run(status=RunStatus.FAILED, error="judge down")
+    done = _run(status=RunStatus.SUCCEEDED)
+    url = reverse("admin:benchmarks_app_evaluationrun_changelist")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = admin_client.post(
+            url,
+            {"action": "resume_runs", "_selected_action": [failed.pk, done.pk]},
+            follow=True,
+        )
+    failed.refresh_from_db()
+    done.refresh_from_db()
+    assert failed.status == RunStatus.QUEUED and failed.error == ""
+    assert done.status == RunStatus.SUCCEEDED
+    assert len(callbacks) == 1  # only the failed run was handed to the queue
+    body = response.content.decode()
+    assert "Queued 1 run(s) again." in body
+    assert f"Run #{done.pk} is succeeded" in body
+
+    admin_client.post(url, {"action": "cancel_runs", "_selected_action": [failed.pk]})
+    failed.refresh_from_db()
+    assert failed.status == RunStatus.CANCELLED
