@@ -175,5 +175,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": ENV.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django": {"level": "INFO"}, "django_q": {"level": "WARNING"}},
+    # django-q logs every task at INFO; keep warnings and errors only.
+    "loggers": {"django": {"level": "INFO"}, "django-q": {"level": "WARNING"}},
 }
