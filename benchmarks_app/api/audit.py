@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,7 +23,7 @@ from rest_framework.views import APIView
 
 from benchmarks_app.selectors.audit import ReportNotFound, audit_leaderboard, audit_report
 from benchmarks_app.selectors.visibility import visible_repos
-from benchmarks_app.services.audit import AuditRunError, audit_scan_submit
+from benchmarks_app.services.audit import AuditRunError, audit_scan_submit, audit_scan_upload
 
 
 class LeaderboardRowSerializer(serializers.Serializer):
@@ -74,15 +76,22 @@ class ReportView(APIView):
 class SubmitResultsView(APIView):
     """Upload a scanner's results for one repo and queue their evaluation.
 
-    Body: the results in any accepted shape (a list of findings, or ``{project, findings:
-    [...], token_usage, ...}``). The scanner's name comes from ``?scanner=NAME`` or a
-    top-level ``"scanner"`` key. Answers 202 with the queued run.
+    Either a JSON body holding the results in any accepted shape (a list of findings, or
+    ``{project, findings: [...], token_usage, ...}``), or a multipart form with the results
+    as a JSON ``file`` (what the web form sends). The scanner's name comes from
+    ``?scanner=NAME``, a ``scanner`` form field, or a top-level ``"scanner"`` key; the judge
+    (``offline`` or ``openai``) from ``?judge=`` or a ``judge`` form field. Answers 202 with
+    the queued run; 403 when the scanner name belongs to somebody else.
     """
 
     permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
 
     @extend_schema(
-        parameters=[OpenApiParameter("scanner", str, description="scanner name")],
+        parameters=[
+            OpenApiParameter("scanner", str, description="scanner name"),
+            OpenApiParameter("judge", str, description="offline or openai (default: the site's)"),
+        ],
         request=OpenApiTypes.OBJECT,
         responses={202: OpenApiTypes.OBJECT},
     )
@@ -90,30 +99,47 @@ class SubmitResultsView(APIView):
         repo = get_object_or_404(visible_repos(request.user), project_id=project_id)
         data: Any = request.data
         scanner = request.query_params.get("scanner", "")
-        if isinstance(data, dict) and "scanner" in data:
+        judge = request.query_params.get("judge") or None
+        upload = None
+        if isinstance(data, QueryDict):  # multipart or urlencoded form
+            scanner = scanner or data.get("scanner", "")
+            judge = judge or data.get("judge") or None
+            upload = request.FILES.get("file")
+            if upload is None:
+                raise ValidationError(
+                    {"file": "upload the results as a JSON file, or send them as a JSON body"}
+                )
+        elif isinstance(data, dict) and "scanner" in data:
             scanner = scanner or str(data.get("scanner") or "")
             data = {k: v for k, v in data.items() if k != "scanner"}
         if not scanner:
             raise ValidationError({"scanner": "give the scanner's name (?scanner=NAME)"})
         try:
-            run = audit_scan_submit(user=request.user, scanner_name=scanner, repo=repo, data=data)
+            if upload is not None:
+                run = audit_scan_upload(
+                    user=request.user, scanner_name=scanner, repo=repo, upload=upload, judge=judge
+                )
+            else:
+                run = audit_scan_submit(
+                    user=request.user, scanner_name=scanner, repo=repo, data=data, judge=judge
+                )
         except PermissionError as exc:
-            raise PermissionDenied(str(exc)) from None
+            field, _, message = str(exc).partition(": ")
+            raise PermissionDenied({field: message} if message else str(exc)) from None
         except AuditRunError as exc:
             field, _, message = str(exc).partition(": ")
             raise ValidationError({field if message else "detail": message or str(exc)}) from None
         run.refresh_from_db()
+        name = run.scanner.name if run.scanner else scanner
         return Response(
             {
                 "run": run.pk,
                 "status": run.status,
-                "scanner": scanner,
+                "scanner": name,
                 "repo": repo.project_id,
-                "findings": repo.scan_results.get(scanner__name=scanner).findings.count(),
+                "findings": repo.scan_results.get(scanner__name=name).findings.count(),
                 "run_url": request.build_absolute_uri(reverse("audit:run", args=[run.pk])),
-                "report_url": request.build_absolute_uri(
-                    reverse("api:audit-report", args=[scanner])
-                ),
+                "report_url": request.build_absolute_uri(reverse("api:audit-report", args=[name])),
             },
             status=status.HTTP_202_ACCEPTED,
         )

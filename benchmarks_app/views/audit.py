@@ -1,12 +1,17 @@
-"""Audit pages: the scanner leaderboard, a scanner's report and a run's per-repo results."""
+"""Audit pages: the scanner leaderboard, a scanner's report, a run's per-repo results, and
+the form that submits a scanner's results for a repo."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import path, reverse
 
 from benchmarks_app.models import EvaluationRun, RunStatus
@@ -16,6 +21,8 @@ from benchmarks_app.selectors.audit import (
     audit_report,
     audit_run_detail,
 )
+from benchmarks_app.selectors.visibility import visible_repos
+from benchmarks_app.services.audit import AuditRunError, audit_scan_upload
 from benchmarks_app.views.tables import Column, SortableTable
 from scoring.audit.metrics import render_markdown
 
@@ -56,9 +63,10 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         audit_leaderboard(),
         LEADERBOARD_COLUMNS,
         filename="audit-leaderboard",
-        empty_message="No scanner has a complete evaluation yet. Import results with "
-        "`manage.py import_audit` and run `manage.py evaluate_audit --scanner NAME --wait`, "
-        "or use “Evaluate with…” on repos in the admin.",
+        empty_message="No scanner has a complete evaluation yet. Submit a scanner's results "
+        "for a repo with the form, or import them with `manage.py import_audit` and run "
+        "`manage.py evaluate_audit --scanner NAME --wait` (or “Evaluate with…” on repos in "
+        "the admin).",
     )
     if (download := table.download()) is not None:
         return download
@@ -71,6 +79,8 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
             "summed over repos before ratios are computed. QA findings (Info / Best "
             "Practices) are left out of the with-partial precision.",
             "table": table,
+            "empty_action_url": reverse("audit:submit"),
+            "empty_action_label": "Submit scan results",
         },
     )
 
@@ -126,8 +136,110 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+# --- Submission form -----------------------------------------------------------------------
+
+
+def judge_choices() -> list[tuple[str, str]]:
+    """Offline always; OpenAI only where the site is configured to pay for (or serve) it,
+    by the same rule the service applies."""
+    choices = [("offline", "Offline (TF-IDF similarity, free and deterministic)")]
+    if getattr(settings, "OPENAI_API_KEY", "") or getattr(settings, "OPENAI_BASE_URL", None):
+        model = getattr(settings, "JUDGE_MODEL", "o4-mini")
+        choices.append(("openai", f"OpenAI ({model}, majority of votes)"))
+    return choices
+
+
+class ScanSubmissionForm(forms.Form):
+    """Only the shape of the request is checked here; the repo is looked up and everything
+    else (scanner name and owner, judge, file size and content) is left to the service that
+    the API calls, so the page says exactly what the API says."""
+
+    # Plain text fields rendered as selects: a stale page (a repo or judge no longer offered)
+    # then gets the service's message, not Django's "Select a valid choice".
+    repo = forms.CharField(max_length=200, widget=forms.Select)
+    scanner = forms.CharField(
+        label="Scanner name",
+        max_length=200,
+        help_text="As it should appear on the leaderboard, e.g. my-auditor-v2. The first "
+        "submission of a name makes it yours; only you can replace its results.",
+    )
+    # Left blank (only by a script), the site's default judge is used, as by the API.
+    judge = forms.CharField(required=False, widget=forms.Select, initial="offline")
+    # An empty file goes on to the service, which names it as the API does.
+    file = forms.FileField(
+        label="Results file (JSON)",
+        allow_empty_file=True,
+        widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}),
+    )
+
+    def __init__(self, *args: Any, repos: list[tuple[str, str]], **kwargs: Any) -> None:
+        """``repos``: (project id, name) of the repos that results can be submitted for."""
+        super().__init__(*args, **kwargs)
+        self.fields["repo"].widget = forms.Select(
+            choices=[("", "Choose a repo…")]
+            + [(pid, pid if name == pid else f"{pid} — {name}") for pid, name in repos]
+        )
+        self.fields["judge"].widget = forms.Select(choices=judge_choices())
+        self.fields["file"].help_text = (
+            f"A list of findings, or {{project, findings: [...], token_usage, ...}}; at most "
+            f"{settings.UPLOAD_MAX_MB} MB."
+        )
+
+
+@login_required
+def submit(request: HttpRequest) -> HttpResponse:
+    repos = list(
+        visible_repos(request.user).order_by("project_id").values_list("project_id", "name")
+    )
+    form = ScanSubmissionForm(
+        request.POST or None,
+        request.FILES or None,
+        repos=repos,
+        initial={"repo": request.GET.get("repo", ""), "scanner": request.GET.get("scanner", "")},
+    )
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        repo = visible_repos(request.user).filter(project_id=data["repo"]).first()
+        if repo is None:
+            form.add_error("repo", f"no repo with project id {data['repo']!r}")
+        else:
+            try:
+                run = audit_scan_upload(
+                    user=request.user,
+                    scanner_name=data["scanner"],
+                    repo=repo,
+                    upload=data["file"],
+                    judge=data["judge"] or None,
+                )
+            except (AuditRunError, PermissionError) as exc:
+                field, _, message = str(exc).partition(": ")
+                if message and field in form.fields:
+                    form.add_error(field, message)
+                else:
+                    form.add_error(None, str(exc))
+            else:
+                messages.success(
+                    request,
+                    f"Results of {data['scanner'].strip()} for {repo.project_id} received; "
+                    f"evaluation run #{run.pk} is queued.",
+                )
+                return redirect("audit:run", pk=run.pk)
+    return render(
+        request,
+        "audit/submit.html",
+        {
+            "form": form,
+            "repos": repos,
+            "max_mb": settings.UPLOAD_MAX_MB,
+            "example_repo": repos[0][0] if repos else "PROJECT_ID",
+        },
+        status=400 if request.method == "POST" else 200,
+    )
+
+
 urlpatterns = [
     path("", leaderboard, name="leaderboard"),
+    path("submit/", submit, name="submit"),
     path("runs/<int:pk>/", run_detail, name="run"),
     path("scanners/<str:name>/", scanner, name="scanner"),
 ]

@@ -7,6 +7,7 @@ from benchmarks_app.services.audit.evaluation import (
     audit_process_run,
     audit_run_create,
     audit_scan_submit,
+    audit_scan_upload,
 )
 from benchmarks_app.services.audit.importing import (
     ImportReport,
@@ -24,4 +25,5 @@ __all__ = [
     "audit_process_run",
     "audit_run_create",
     "audit_scan_submit",
+    "audit_scan_upload",
 ]

@@ -15,6 +15,7 @@ skipped. Cached verdicts make the redone comparisons free.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
 from benchmarks_app.models import (
@@ -39,10 +41,11 @@ from benchmarks_app.models import (
 from benchmarks_app.services.audit.importing import ImportReport, import_scan_file
 from benchmarks_app.services.judging import DbJudgeCache, LedgerRecorder, ledger_recorder
 from benchmarks_app.services.runs import run_advance, run_create, run_finish, run_set_total
+from benchmarks_app.services.uploads import upload_too_large
 from scoring.audit.judges import make_judge, parse_judge_spec
 from scoring.audit.matching import AuditJudge, RepoMatch, match_repo
 from scoring.audit.metrics import repo_metrics
-from scoring.audit.parsing import ParseError, ScanFile, parse_scan
+from scoring.audit.parsing import ParseError, ScanFile, ScanRecord, loads, parse_scan
 from scoring.audit.types import JUDGE_FAILED, MATCH, PARTIAL, ScanItem, TruthItem, TruthOutcome
 from scoring.judges.llm import LLMConfig
 
@@ -116,6 +119,103 @@ def audit_run_create(
     )
 
 
+# Participants pick among these; a replay judge reads a folder on the server, so replay runs
+# stay with maintainers (``manage.py evaluate_audit``, the admin).
+SUBMIT_JUDGES = ("offline", "openai")
+SCANNER_NAME_MAX = 100
+# The name becomes a URL segment (/audit/scanners/<name>/) and a file name in downloads.
+_SCANNER_NAME = re.compile(r"\w[\w .+@()-]*")
+
+
+def _submit_scanner_name(*, user: Any, scanner_name: str) -> str:
+    """The cleaned scanner name, after checking that ``user`` may write its results.
+
+    A scanner belongs to whoever first submitted it; one without an owner was imported by
+    the maintainers (the reference scanners). Only its owner, or staff, may replace a
+    scanner's results: anybody else would rewrite someone else's leaderboard entry.
+    """
+    name = (scanner_name or "").strip()
+    if not name:
+        raise AuditRunError("scanner: a name is required")
+    scanner = Scanner.objects.filter(name=name).first()
+    if scanner is None:
+        if len(name) > SCANNER_NAME_MAX:
+            raise AuditRunError(f"scanner: at most {SCANNER_NAME_MAX} characters, got {len(name)}")
+        if not _SCANNER_NAME.fullmatch(name):
+            raise AuditRunError(
+                f"scanner: {name!r} may only hold letters, digits, spaces and . _ - + @ ( ),"
+                " starting with a letter or digit"
+            )
+        return name
+    if getattr(user, "is_staff", False):
+        return name
+    if scanner.owner_id is None:
+        raise PermissionError(
+            f"scanner: {name!r} is maintained by the site's curators; "
+            "submit under a name of your own"
+        )
+    if scanner.owner_id != getattr(user, "pk", None):
+        raise PermissionError(
+            f"scanner: {name!r} belongs to another user; submit under a name of your own"
+        )
+    return name
+
+
+def _submit_judge(judge: str | None) -> None:
+    if judge is None:
+        return
+    try:
+        kind = parse_judge_spec(judge).kind
+    except ValueError:
+        kind = ""
+    if kind not in SUBMIT_JUDGES:
+        raise AuditRunError(f"judge: {judge!r} is not one of {', '.join(SUBMIT_JUDGES)}")
+
+
+def _submit_findings(
+    data: Any, *, where: str, repo: Repo
+) -> tuple[list[ScanRecord], dict[str, Any]]:
+    try:
+        findings, metadata = parse_scan(data)
+    except ParseError as exc:
+        raise AuditRunError(f"{where}: {exc}") from None
+    # The file's own repo id, where it has one, catches the easy mistake of uploading the
+    # results of a neighbouring repo (the reference data has one near-identical file each).
+    project = metadata.get("project")
+    if isinstance(project, str) and project.strip() and project.strip() != repo.project_id:
+        raise AuditRunError(
+            f"{where}: the results are for project {project.strip()!r}, "
+            f"not for the chosen repo {repo.project_id!r}"
+        )
+    return findings, metadata
+
+
+def _store_and_queue(
+    *,
+    user: Any,
+    name: str,
+    repo: Repo,
+    findings: list[ScanRecord],
+    metadata: dict[str, Any],
+    source_name: str,
+    judge: str | None,
+) -> EvaluationRun:
+    report = ImportReport()
+    result = import_scan_file(
+        ScanFile(name, repo.project_id, source_name[:300], findings, metadata),
+        repo,
+        report,
+        owner=user,
+    )
+    scanner = result.scanner
+    if scanner.owner_id != getattr(user, "pk", None) and not getattr(user, "is_staff", False):
+        # Someone else created the name between the check and the insert: undo it all.
+        raise PermissionError(
+            f"scanner: {name!r} belongs to another user; submit under a name of your own"
+        )
+    return audit_run_create(scanner=scanner, repos=[repo], judge=judge, created_by=user)
+
+
 @transaction.atomic
 def audit_scan_submit(
     *,
@@ -128,32 +228,58 @@ def audit_scan_submit(
 ) -> EvaluationRun:
     """Store a scanner's results for one repo (any accepted shape) and queue their evaluation.
 
-    A scanner belongs to whoever first submitted it; others (except staff) cannot overwrite it.
+    ``data`` is the decoded JSON. Raises :class:`AuditRunError` (``"field: problem"``) for bad
+    input and :class:`PermissionError` when the scanner is not the user's to write; either
+    way nothing is stored.
     """
-    name = (scanner_name or "").strip()
-    if not name:
-        raise AuditRunError("scanner: a name is required")
-    scanner = Scanner.objects.filter(name=name).first()
-    if (
-        scanner is not None
-        and scanner.owner_id is not None
-        and scanner.owner_id != getattr(user, "pk", None)
-        and not getattr(user, "is_staff", False)
-    ):
-        raise PermissionError(f"scanner: {name!r} belongs to another user")
-    try:
-        findings, metadata = parse_scan(data)
-    except ParseError as exc:
-        raise AuditRunError(f"findings: {exc}") from None
-    report = ImportReport()
-    import_scan_file(
-        ScanFile(name, repo.project_id, source_name, findings, metadata), repo, report, owner=user
+    name = _submit_scanner_name(user=user, scanner_name=scanner_name)
+    _submit_judge(judge)
+    findings, metadata = _submit_findings(data, where="findings", repo=repo)
+    return _store_and_queue(
+        user=user,
+        name=name,
+        repo=repo,
+        findings=findings,
+        metadata=metadata,
+        source_name=source_name,
+        judge=judge,
     )
-    scanner = Scanner.objects.get(name=name)
-    if scanner.owner_id is None and getattr(user, "is_authenticated", False):
-        scanner.owner = user
-        scanner.save(update_fields=["owner", "updated_at"])
-    return audit_run_create(scanner=scanner, repos=[repo], judge=judge, created_by=user)
+
+
+@transaction.atomic
+def audit_scan_upload(
+    *,
+    user: Any,
+    scanner_name: str,
+    repo: Repo,
+    upload: UploadedFile,
+    judge: str | None = None,
+) -> EvaluationRun:
+    """:func:`audit_scan_submit` for an uploaded JSON file (the web form, API multipart).
+
+    The size is checked before reading; every problem with the file is reported under the
+    ``file`` field and names the file.
+    """
+    name = _submit_scanner_name(user=user, scanner_name=scanner_name)
+    _submit_judge(judge)
+    file_name = upload.name or "upload"
+    too_large = upload_too_large(upload.size, file_name)
+    if too_large:
+        raise AuditRunError(f"file: {too_large}")
+    try:
+        data = loads(upload.read())
+    except ParseError as exc:
+        raise AuditRunError(f"file: {file_name}: {exc}") from None
+    findings, metadata = _submit_findings(data, where=f"file: {file_name}", repo=repo)
+    return _store_and_queue(
+        user=user,
+        name=name,
+        repo=repo,
+        findings=findings,
+        metadata=metadata,
+        source_name=file_name,
+        judge=judge,
+    )
 
 
 # --- processing -----------------------------------------------------------------------------
