@@ -32,8 +32,8 @@ from benchmarks_app.models import (
     Response,
     ResponseSubmission,
     ScanFinding,
-    ScanResult,
     Scanner,
+    ScanResult,
     Team,
     TruthFinding,
 )
@@ -88,8 +88,13 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
     )
     repo_result = AuditRepoResult.objects.create(run=audit_run, repo=repo, scanner=scanner)
     case = ProbeCaseResult.objects.create(
-        run=probe_run, response=response, probe=probe, passed=True, risk_score=0.25,
-        weighted_risk=0.125, case={},
+        run=probe_run,
+        response=response,
+        probe=probe,
+        passed=True,
+        risk_score=0.25,
+        weighted_risk=0.125,
+        case={},
     )
     report = ProbeRunReport.objects.create(
         run=probe_run, submission=submission, resilience_index=0.875
@@ -143,12 +148,11 @@ def test_changelists_and_change_pages_show_the_data(
             continue
         obj, expected = one_of_each[model_admin_model]
         opts = model_admin_model._meta
-        changelist = admin_client.get(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+        prefix = f"admin:{opts.app_label}_{opts.model_name}"
+        changelist = admin_client.get(reverse(f"{prefix}_changelist"))
         assert changelist.status_code == 200, opts.model_name
         assert "0 " + str(opts.verbose_name_plural) not in changelist.content.decode()
-        change = admin_client.get(
-            reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
-        )
+        change = admin_client.get(reverse(f"{prefix}_change", args=[obj.pk]))
         assert change.status_code == 200, opts.model_name
         body = change.content.decode()
         assert expected in body or expected in changelist.content.decode(), (
