@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Case, F, Q, QuerySet, TextField, Value, When
 
 from benchmarks_app.models import (
     ChecklistAnswer,
@@ -103,3 +103,21 @@ def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
 
 
 HIDDEN_PAPER_KINDS = (PaperKind.ADVERSARIAL, PaperKind.TRUTH)
+
+
+def truth_findings_redacted(user: Any) -> QuerySet[TruthFinding]:
+    """All truth findings, each with ``visible_description``: its text, or ``None`` when hidden.
+
+    Lists that show every finding's title (repo pages, the API) read the description only
+    through this annotation, so a hidden description never leaves the database.
+    """
+    qs = TruthFinding.objects.select_related("repo")
+    if is_staff(user):
+        return qs.annotate(visible_description=F("description"))
+    return qs.annotate(
+        visible_description=Case(
+            When(repo__is_public=True, then=F("description")),
+            default=Value(None),
+            output_field=TextField(null=True),
+        )
+    )

@@ -1,6 +1,159 @@
+"""Run pages: the list, one page per run with live progress, and one's own submissions."""
+
 from __future__ import annotations
 
-from django.urls import URLPattern
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import NoReverseMatch, path, reverse
+from django.views.decorators.cache import never_cache
+
+from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
+from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
+from benchmarks_app.selectors.visibility import visible_runs
 
 app_name = "runs"
-urlpatterns: list[URLPattern] = []
+
+ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+# Where a run's results are shown, per benchmark: (route name, attribute giving its argument).
+# The first route that exists wins, so a benchmark can add its page later without changes here.
+RESULT_ROUTES: dict[str, list[tuple[str, str]]] = {
+    Benchmark.AUDIT: [("audit:run", "pk"), ("audit:run-detail", "pk")],
+    Benchmark.PROBES: [
+        ("probes:submission", "probe_submission_id"),
+        ("probes:submission-detail", "probe_submission_id"),
+    ],
+    Benchmark.CHECKLIST: [
+        ("checklist:submission", "checklist_submission_id"),
+        ("checklist:submission-detail", "checklist_submission_id"),
+    ],
+}
+
+# Where an own submission is shown: (route name, which field of the row is its argument).
+SUBMISSION_ROUTES: dict[str, list[tuple[str, str]]] = {
+    Benchmark.AUDIT: [("audit:scanner", "label")],  # scanner pages are keyed by name
+    Benchmark.PROBES: [("probes:submission", "id"), ("probes:submission-detail", "id")],
+    Benchmark.CHECKLIST: [
+        ("checklist:submission", "id"),
+        ("checklist:submission-detail", "id"),
+    ],
+}
+
+
+def _first_route(candidates: list[tuple[str, Any]]) -> str | None:
+    for name, arg in candidates:
+        if arg is None:
+            continue
+        try:
+            return reverse(name, args=[arg])
+        except NoReverseMatch:
+            continue
+    return None
+
+
+def result_url(run: EvaluationRun) -> str | None:
+    """The benchmark page showing this run's results, when that page exists."""
+    routes = RESULT_ROUTES.get(run.benchmark, [])
+    return _first_route([(name, getattr(run, attr, None)) for name, attr in routes])
+
+
+def submission_url(row: OwnSubmission) -> str | None:
+    routes = SUBMISSION_ROUTES.get(row.benchmark, [])
+    return _first_route([(name, getattr(row, field)) for name, field in routes])
+
+
+def status_payload(run: EvaluationRun) -> dict[str, Any]:
+    """What the run page polls: enough to redraw the badge, the bar and the timing."""
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "status_label": run.get_status_display(),
+        "is_active": run.status in ACTIVE,
+        "progress_done": run.progress_done,
+        "progress_total": run.progress_total,
+        "progress_percent": round(run.progress_percent, 1),
+        "failed_items": run.failed_items,
+        "attempts": run.attempts,
+        "is_complete": run.is_complete,
+        "error": run.error,
+        "created_at": run.created_at.isoformat(),
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "duration_s": round(run.duration_s, 1) if run.duration_s is not None else None,
+        "result_url": result_url(run),
+    }
+
+
+def run_list(request: HttpRequest) -> HttpResponse:
+    runs = visible_runs(request.user).order_by("-created_at", "-id")
+    benchmark = request.GET.get("benchmark", "")
+    status = request.GET.get("status", "")
+    if benchmark in Benchmark.values:
+        runs = runs.filter(benchmark=benchmark)
+    if status in RunStatus.values:
+        runs = runs.filter(status=status)
+    page = Paginator(runs, 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "runs/list.html",
+        {
+            "page": page,
+            "benchmarks": Benchmark.choices,
+            "statuses": RunStatus.choices,
+            "benchmark": benchmark,
+            "status": status,
+        },
+    )
+
+
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(visible_runs(request.user).prefetch_related("repos"), pk=pk)
+    return render(
+        request,
+        "runs/detail.html",
+        {"run": run, "status": status_payload(run), "is_active": run.status in ACTIVE},
+    )
+
+
+@never_cache
+def run_status(request: HttpRequest, pk: int) -> JsonResponse:
+    try:
+        run = visible_runs(request.user).get(pk=pk)
+    except EvaluationRun.DoesNotExist as exc:
+        raise Http404("No such run.") from exc
+    return JsonResponse(status_payload(run))
+
+
+@login_required
+def my_submissions(request: HttpRequest) -> HttpResponse:
+    benchmark = request.GET.get("benchmark", "")
+    rows = own_submissions(request.user, benchmark=benchmark or None)
+    items = [
+        {
+            "row": row,
+            "url": submission_url(row),
+            "run_url": reverse("runs:detail", args=[row.run_id]) if row.run_id else None,
+            "percent": (100.0 * row.progress_done / row.progress_total)
+            if row.progress_total
+            else 0.0,
+            "benchmark_label": Benchmark(row.benchmark).label,
+        }
+        for row in rows
+    ]
+    return render(
+        request,
+        "runs/mine.html",
+        {"items": items, "benchmarks": Benchmark.choices, "benchmark": benchmark},
+    )
+
+
+urlpatterns = [
+    path("", run_list, name="list"),
+    path("mine/", my_submissions, name="mine"),
+    path("<int:pk>/", run_detail, name="detail"),
+    path("<int:pk>/status/", run_status, name="status"),
+]

@@ -1,0 +1,400 @@
+"""Endpoints shared by the three benchmarks: index, runs, scanners, repos, own submissions.
+
+Each benchmark's own endpoints (leaderboard, reports, submissions) live in its module
+(``api/audit.py``, ``api/probes.py``, ``api/checklist.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import Count, Prefetch, QuerySet
+from django.urls import NoReverseMatch, reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import generics, serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse as api_reverse
+from rest_framework.views import APIView
+
+from benchmarks_app.models import Benchmark, EvaluationRun, Repo, RunStatus, Scanner
+from benchmarks_app.selectors.leaderboards import (
+    OwnSubmission,
+    benchmark_summaries,
+    own_submissions,
+)
+from benchmarks_app.selectors.visibility import (
+    truth_findings_redacted,
+    visible_repos,
+    visible_runs,
+)
+
+
+def _maybe_url(request: Request | None, name: str, **kwargs: Any) -> str | None:
+    """Absolute URL of a named route, or ``None`` while a benchmark has not defined it yet."""
+    try:
+        path = reverse(name, kwargs=kwargs or None)
+    except NoReverseMatch:
+        return None
+    return request.build_absolute_uri(path) if request is not None else path
+
+
+# --- Index -------------------------------------------------------------------------------
+
+
+class ApiRootView(APIView):
+    """Where to start: links to every collection."""
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        names = {
+            "benchmarks": "api:benchmark-list",
+            "runs": "api:run-list",
+            "scanners": "api:scanner-list",
+            "repos": "api:repo-list",
+            "my_submissions": "api:submission-list",
+            "audit_leaderboard": "api:audit-leaderboard",
+            "probes_leaderboard": "api:probes-leaderboard",
+            "checklist_leaderboard": "api:checklist-leaderboard",
+            "token": "api:token",
+            "schema": "api:schema",
+            "docs": "api:docs",
+        }
+        return Response({key: _maybe_url(request, name) for key, name in names.items()})
+
+
+class BenchmarkSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    run_count = serializers.IntegerField(help_text="Runs visible to you.")
+    succeeded_runs = serializers.IntegerField()
+    active_runs = serializers.IntegerField(help_text="Queued or running.")
+    leaderboard = serializers.SerializerMethodField()
+    page = serializers.SerializerMethodField()
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_leaderboard(self, obj: Any) -> str | None:
+        return _maybe_url(self.context.get("request"), f"api:{obj.slug}-leaderboard")
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_page(self, obj: Any) -> str | None:
+        request = self.context.get("request")
+        path = f"/{obj.slug}/"
+        return request.build_absolute_uri(path) if request is not None else path
+
+
+class BenchmarkListView(APIView):
+    """The three benchmarks, with links to their leaderboards."""
+
+    @extend_schema(responses=BenchmarkSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        data = BenchmarkSerializer(
+            benchmark_summaries(request.user), many=True, context={"request": request}
+        ).data
+        return Response(data)
+
+
+# --- Runs --------------------------------------------------------------------------------
+
+
+class RunSerializer(serializers.ModelSerializer):
+    target = serializers.CharField(source="target_label", read_only=True)
+    target_id = serializers.SerializerMethodField()
+    progress_percent = serializers.FloatField(read_only=True)
+    duration_s = serializers.FloatField(read_only=True, allow_null=True)
+    is_active = serializers.SerializerMethodField()
+    url = serializers.HyperlinkedIdentityField(view_name="api:run-detail")
+    page = serializers.SerializerMethodField()
+
+    class Meta:
+        model = EvaluationRun
+        fields = [
+            "id",
+            "url",
+            "page",
+            "benchmark",
+            "status",
+            "is_active",
+            "target",
+            "target_id",
+            "judge",
+            "progress_done",
+            "progress_total",
+            "progress_percent",
+            "failed_items",
+            "is_complete",
+            "attempts",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_s",
+        ]
+        read_only_fields = fields
+
+    def get_target_id(self, run: EvaluationRun) -> int | None:
+        return run.scanner_id or run.probe_submission_id or run.checklist_submission_id
+
+    def get_is_active(self, run: EvaluationRun) -> bool:
+        return run.status in (RunStatus.QUEUED, RunStatus.RUNNING)
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_page(self, run: EvaluationRun) -> str | None:
+        return _maybe_url(self.context.get("request"), "runs:detail", pk=run.pk)
+
+
+class RunDetailSerializer(RunSerializer):
+    repos = serializers.SlugRelatedField(  # type: ignore[var-annotated]
+        many=True, read_only=True, slug_field="project_id"
+    )
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "repos", "judge_config"]
+        read_only_fields = fields
+
+
+class RunFilter(django_filters.FilterSet):
+    benchmark = django_filters.ChoiceFilter(choices=Benchmark.choices)
+    status = django_filters.MultipleChoiceFilter(choices=RunStatus.choices)
+    active = django_filters.BooleanFilter(method="filter_active", label="Queued or running")
+    mine = django_filters.BooleanFilter(method="filter_mine", label="Started by me")
+    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = EvaluationRun
+        fields = [
+            "benchmark",
+            "status",
+            "is_complete",
+            "scanner",
+            "probe_submission",
+            "checklist_submission",
+        ]
+
+    def filter_active(self, qs: QuerySet[EvaluationRun], name: str, value: bool | None) -> Any:
+        if value is None:
+            return qs
+        active = [RunStatus.QUEUED, RunStatus.RUNNING]
+        return qs.filter(status__in=active) if value else qs.exclude(status__in=active)
+
+    def filter_mine(self, qs: QuerySet[EvaluationRun], name: str, value: bool | None) -> Any:
+        if not value:
+            return qs
+        user = getattr(self.request, "user", None)
+        if user is None or not user.is_authenticated:
+            return qs.none()
+        return qs.filter(created_by=user)
+
+
+RUN_ORDERING = ["created_at", "started_at", "finished_at", "status", "benchmark", "progress_done"]
+
+
+class RunListView(generics.ListAPIView):
+    """Evaluation runs you may see: status, progress and timing."""
+
+    serializer_class = RunSerializer
+    filterset_class = RunFilter
+    ordering_fields = RUN_ORDERING
+    ordering = ["-created_at", "-id"]
+
+    def get_queryset(self) -> QuerySet[EvaluationRun]:
+        return visible_runs(self.request.user)
+
+
+class RunDetailView(generics.RetrieveAPIView):
+    """One run; poll it while ``is_active`` to follow its progress."""
+
+    serializer_class = RunDetailSerializer
+
+    def get_queryset(self) -> QuerySet[EvaluationRun]:
+        return visible_runs(self.request.user).prefetch_related("repos")
+
+
+# --- Scanners and repos ------------------------------------------------------------------
+
+
+class ScannerSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:scanner-detail")
+    run_count = serializers.IntegerField(read_only=True)
+    scan_result_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Scanner
+        fields = ["id", "url", "name", "description", "run_count", "scan_result_count"]
+        fields += ["created_at"]
+        read_only_fields = fields
+
+
+class ScannerFilter(django_filters.FilterSet):
+    name = django_filters.CharFilter(lookup_expr="icontains")
+
+    class Meta:
+        model = Scanner
+        fields = ["name"]
+
+
+def _scanners() -> QuerySet[Scanner]:
+    # The owner is not exposed: scanners are public, who runs them is not.
+    return Scanner.objects.annotate(
+        run_count=Count("runs", distinct=True),
+        scan_result_count=Count("scan_results", distinct=True),
+    )
+
+
+class ScannerListView(generics.ListAPIView):
+    """AI auditing tools whose findings are scored."""
+
+    serializer_class = ScannerSerializer
+    filterset_class = ScannerFilter
+    ordering_fields = ["name", "created_at", "run_count"]
+    ordering = ["name"]
+
+    def get_queryset(self) -> QuerySet[Scanner]:
+        return _scanners()
+
+
+class ScannerDetailView(generics.RetrieveAPIView):
+    serializer_class = ScannerSerializer
+
+    def get_queryset(self) -> QuerySet[Scanner]:
+        return _scanners()
+
+
+class RepoSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:repo-detail")
+    truth_count = serializers.IntegerField(read_only=True)
+    scan_result_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Repo
+        fields = [
+            "id",
+            "url",
+            "project_id",
+            "name",
+            "platform",
+            "repository_url",
+            "is_public",
+            "truth_count",
+            "scan_result_count",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class TruthFindingPublicSerializer(serializers.Serializer):
+    finding_id = serializers.CharField()
+    severity = serializers.CharField()
+    title = serializers.CharField()
+    category = serializers.CharField()
+    description = serializers.CharField(
+        source="visible_description",
+        allow_null=True,
+        help_text="Only for repos marked public (and for staff); null otherwise.",
+    )
+
+
+class RepoDetailSerializer(RepoSerializer):
+    truth_findings = TruthFindingPublicSerializer(many=True, read_only=True)
+
+    class Meta(RepoSerializer.Meta):
+        fields = [*RepoSerializer.Meta.fields, "contract_files", "truth_findings"]
+        read_only_fields = fields
+
+
+class RepoFilter(django_filters.FilterSet):
+    platform = django_filters.CharFilter(lookup_expr="iexact")
+    search = django_filters.CharFilter(method="filter_search", label="Project id or name")
+
+    class Meta:
+        model = Repo
+        fields = ["platform", "is_public"]
+
+    def filter_search(self, qs: QuerySet[Repo], name: str, value: str) -> QuerySet[Repo]:
+        return qs.filter(project_id__icontains=value) | qs.filter(name__icontains=value)
+
+
+class RepoListView(generics.ListAPIView):
+    """Audited repos (public fields; ground-truth descriptions are not part of the list)."""
+
+    serializer_class = RepoSerializer
+    filterset_class = RepoFilter
+    ordering_fields = ["project_id", "name", "platform", "created_at", "truth_count"]
+    ordering = ["project_id"]
+
+    def get_queryset(self) -> QuerySet[Repo]:
+        return visible_repos(self.request.user).with_counts()  # type: ignore[attr-defined]
+
+
+class RepoDetailView(generics.RetrieveAPIView):
+    """One repo with its ground-truth findings; descriptions only where the repo is public."""
+
+    serializer_class = RepoDetailSerializer
+
+    def get_queryset(self) -> QuerySet[Repo]:
+        findings = truth_findings_redacted(self.request.user).order_by("order", "id")
+        return (
+            visible_repos(self.request.user)
+            .with_counts()  # type: ignore[attr-defined]
+            .prefetch_related(Prefetch("truth_findings", queryset=findings))
+        )
+
+
+# --- Own submissions ---------------------------------------------------------------------
+
+
+class OwnSubmissionSerializer(serializers.Serializer):
+    benchmark = serializers.ChoiceField(choices=Benchmark.choices)
+    id = serializers.IntegerField()
+    label = serializers.CharField()  # type: ignore[assignment]
+    status = serializers.CharField(
+        help_text="The submission's own status (checklist), else its latest run's."
+    )
+    created_at = serializers.DateTimeField()
+    run_id = serializers.IntegerField(allow_null=True)
+    run_status = serializers.CharField(allow_null=True)
+    progress_done = serializers.IntegerField()
+    progress_total = serializers.IntegerField()
+    error = serializers.CharField(allow_blank=True)
+    run = serializers.SerializerMethodField()
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_run(self, obj: OwnSubmission) -> str | None:
+        if obj.run_id is None:
+            return None
+        request = self.context.get("request")
+        return api_reverse("api:run-detail", kwargs={"pk": obj.run_id}, request=request)
+
+
+class OwnSubmissionListView(generics.ListAPIView):
+    """Everything you submitted, in all three benchmarks, newest first, with its status."""
+
+    serializer_class = OwnSubmissionSerializer
+    permission_classes = [IsAuthenticated]
+    filter_backends: list[Any] = []
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("benchmark", str, enum=[b.value for b in Benchmark]),
+            OpenApiParameter("status", str, description="e.g. queued, running, scored, failed"),
+        ]
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> list[OwnSubmission]:  # type: ignore[override]
+        benchmark = self.request.query_params.get("benchmark") or None
+        if benchmark is not None and benchmark not in Benchmark.values:
+            raise serializers.ValidationError(
+                {"benchmark": [f"Unknown benchmark {benchmark!r}; one of {Benchmark.values}."]}
+            )
+        return own_submissions(
+            self.request.user,
+            benchmark=benchmark,
+            status=self.request.query_params.get("status") or None,
+        )

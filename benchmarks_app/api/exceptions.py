@@ -1,0 +1,84 @@
+"""One error shape for the whole API: what went wrong, on which field, and why.
+
+Every error response is a JSON object::
+
+    {
+      "detail": "genuine: This field is required.",
+      "code": "invalid",
+      "errors": [{"field": "genuine", "reason": "This field is required.", "code": "required"}]
+    }
+
+``field`` is the request field (dotted for nested input, e.g. ``findings.3.severity``) or
+``null`` for errors that concern the request as a whole (authentication, permissions,
+throttling, not found). ``detail`` is a one-line summary that a client can show as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def _flatten(detail: Any, field: str | None) -> list[dict[str, Any]]:
+    """Walk DRF's nested error structure into a flat list of field/reason pairs."""
+    if isinstance(detail, dict):
+        errors: list[dict[str, Any]] = []
+        for key, value in detail.items():
+            name = str(key)
+            if name == api_settings.NON_FIELD_ERRORS_KEY:
+                child = field
+            else:
+                child = f"{field}.{name}" if field else name
+            errors.extend(_flatten(value, child))
+        return errors
+    if isinstance(detail, list):
+        errors = []
+        for index, value in enumerate(detail):
+            # A list of plain messages belongs to the field itself; a list of dicts is a
+            # nested list serializer, whose items are addressed by their position.
+            child = f"{field}.{index}" if field and isinstance(value, dict | list) else field
+            errors.extend(_flatten(value, child))
+        return errors
+    code = getattr(detail, "code", None) or "invalid"
+    return [{"field": field, "reason": str(detail), "code": code}]
+
+
+def _summary(errors: list[dict[str, Any]]) -> str:
+    parts = [f"{e['field']}: {e['reason']}" if e["field"] else e["reason"] for e in errors]
+    return "; ".join(parts) or "Invalid request."
+
+
+def error_payload(exc: exceptions.APIException) -> dict[str, Any]:
+    errors = _flatten(exc.detail, None)
+    code = exc.get_codes() if not isinstance(exc.detail, dict | list) else exc.default_code
+    return {"detail": _summary(errors), "code": str(code), "errors": errors}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler with a stable body shape; Django's own errors are translated first."""
+    if isinstance(exc, DjangoValidationError):
+        # Model-level validation (full_clean) raised inside a service: same shape as a
+        # serializer error instead of a 500.
+        detail: Any = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        exc = exceptions.ValidationError(detail=detail)
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+
+    response = drf_exception_handler(exc, context)
+    if response is None or not isinstance(exc, exceptions.APIException):
+        return response
+    body = error_payload(exc)
+    wait = getattr(exc, "wait", None)
+    if isinstance(exc, exceptions.Throttled) and wait is not None:
+        body["retry_after_s"] = int(wait)
+    response.data = body
+    return response

@@ -1,0 +1,66 @@
+// Live progress on a run page: poll the run's JSON status while it is queued or running.
+(function () {
+  "use strict";
+  var box = document.getElementById("run-status");
+  if (!box || box.dataset.active !== "1") return;
+  var url = box.dataset.statusUrl;
+  var delay = 1000;
+  function set(role, text) {
+    var el = box.querySelector('[data-role="' + role + '"]');
+    if (el) el.textContent = text;
+    return el;
+  }
+  function stamp(iso) {
+    return iso ? iso.replace("T", " ").slice(0, 19) : "—";
+  }
+  function render(s) {
+    var badge = set("status", s.status_label);
+    if (badge) badge.className = "badge " + s.status;
+    set("done", s.progress_done);
+    set("total", s.progress_total);
+    set("percent", Number(s.progress_percent).toFixed(0));
+    set("failed", s.failed_items);
+    set("started", stamp(s.started_at));
+    set("finished", stamp(s.finished_at));
+    set("duration", s.duration_s === null ? "—" : s.duration_s.toFixed(1) + " s");
+    set("attempts", s.attempts);
+    var bar = box.querySelector('[data-role="bar"]');
+    if (bar) bar.style.width = s.progress_percent + "%";
+    var meter = box.querySelector('[role="progressbar"]');
+    if (meter) {
+      meter.setAttribute("aria-valuenow", s.progress_done);
+      meter.setAttribute("aria-valuemax", s.progress_total);
+    }
+    var err = set("error", s.error || "");
+    if (err) err.hidden = !s.error;
+    if (!s.is_active) {
+      box.dataset.active = "0";
+      var live = box.querySelector('[data-role="live"]');
+      if (live) live.hidden = true;
+      var result = box.querySelector('[data-role="result"]');
+      var link = box.querySelector('[data-role="result-link"]');
+      if (result && link && s.result_url) {
+        link.href = s.result_url;
+        result.hidden = false;
+      }
+    }
+  }
+  function poll() {
+    fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.json();
+      })
+      .then(function (s) {
+        render(s);
+        delay = 1000;
+        if (s.is_active) setTimeout(poll, delay);
+      })
+      .catch(function () {
+        // Back off on errors (server restarting, network blip) instead of hammering it.
+        delay = Math.min(delay * 2, 15000);
+        setTimeout(poll, delay);
+      });
+  }
+  setTimeout(poll, delay);
+})();

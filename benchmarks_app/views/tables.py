@@ -1,0 +1,332 @@
+"""Sortable tables with CSV and JSON download, shared by every leaderboard page.
+
+A view builds a :class:`SortableTable` from the rows its selector returned and either
+returns the download (``?format=csv`` / ``?format=json``) or renders the table with
+``{% include "leaderboards/_table.html" with table=table %}``::
+
+    COLUMNS = [
+        Column("scanner", "Scanner", link=lambda row: reverse("audit:scanner", args=[row.id])),
+        Column("recall", "Recall", kind="pct"),
+        Column("f1", "F1", kind="float", digits=3),
+    ]
+
+    def leaderboard(request):
+        table = SortableTable(request, audit_leaderboard(), COLUMNS,
+                              default_sort="-f1", filename="audit-leaderboard")
+        if (download := table.download()) is not None:
+            return download
+        return render(request, "audit/leaderboard.html", {"table": table})
+
+Sorting happens in Python on the rows the selector returned (leaderboards are small), with
+missing values last in both directions. Rank is the position in the selector's own order,
+so re-sorting a column does not renumber the entries. Downloads carry raw values, not the
+formatted ones, in the order currently shown.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Literal
+from urllib.parse import urlencode
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpRequest, HttpResponse
+from django.utils.formats import number_format
+from django.utils.text import slugify
+
+Kind = Literal["text", "int", "float", "pct", "datetime"]
+NUMERIC_KINDS = {"int", "float", "pct"}
+MISSING = "—"
+
+
+def resolve(row: Any, key: str) -> Any:
+    """``row[key]`` or ``row.key``, following dots (``"scanner.name"``); ``None`` if absent."""
+    value = row
+    for part in key.split("."):
+        if value is None:
+            return None
+        value = value.get(part) if isinstance(value, Mapping) else getattr(value, part, None)
+        if callable(value) and not isinstance(value, type):
+            value = value()
+    return value
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: where its value comes from and how it is shown.
+
+    ``kind`` picks alignment and formatting: numbers are right-aligned; ``pct`` shows a
+    fraction in [0, 1] as a percentage. ``value`` overrides ``key`` for computed cells;
+    ``link`` turns the cell into a link (return ``None`` for no link); ``title`` gives a
+    header tooltip explaining the metric.
+    """
+
+    key: str
+    label: str
+    kind: Kind = "text"
+    digits: int = 3
+    sortable: bool = True
+    value: Callable[[Any], Any] | None = None
+    link: Callable[[Any], str | None] | None = None
+    title: str = ""
+    export: bool = True
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in NUMERIC_KINDS
+
+    def raw(self, row: Any) -> Any:
+        return self.value(row) if self.value is not None else resolve(row, self.key)
+
+    def display(self, value: Any) -> str:
+        if value is None or value == "":
+            return MISSING
+        if self.kind == "int":
+            return number_format(value, 0, force_grouping=True)
+        if self.kind == "float":
+            return number_format(value, self.digits, force_grouping=True)
+        if self.kind == "pct":
+            return f"{number_format(float(value) * 100, max(self.digits - 2, 0))}%"
+        if self.kind == "datetime" and isinstance(value, datetime | date):
+            return value.strftime("%Y-%m-%d %H:%M") if isinstance(value, datetime) else str(value)
+        return str(value)
+
+
+@dataclass(frozen=True)
+class Cell:
+    value: Any
+    text: str
+    numeric: bool
+    url: str | None
+
+
+@dataclass(frozen=True)
+class Header:
+    column: Column
+    sort_url: str | None
+    direction: str | None  # "asc", "desc" or None when the table is not sorted by it
+    aria_sort: str
+
+
+@dataclass(frozen=True)
+class Row:
+    rank: int
+    cells: list[Cell]
+    source: Any
+
+
+def _sort_key(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float | Decimal):
+        return float(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value).casefold()
+
+
+class SortableTable:
+    """Rows plus columns, sorted as the request asks, ready for the template or a download.
+
+    ``prefix`` separates the query parameters of several tables on one page
+    (``?audit-sort=f1``). ``rank`` adds a leading "#" column: the row's own ``rank_key``
+    value when it has one, else its position in the given order. ``limit`` keeps the first
+    rows after sorting (top-N tables). ``empty_message`` is shown when there are no rows.
+    """
+
+    def __init__(
+        self,
+        request: HttpRequest,
+        rows: Iterable[Any] | None,
+        columns: Sequence[Column],
+        *,
+        default_sort: str = "",
+        filename: str = "leaderboard",
+        prefix: str = "",
+        rank: bool = True,
+        rank_key: str = "rank",
+        limit: int | None = None,
+        empty_message: str = "Nothing here yet.",
+        caption: str = "",
+        table_id: str = "",
+    ) -> None:
+        self.request = request
+        self.columns = list(columns)
+        self.filename = slugify(filename) or "table"
+        self.prefix = f"{prefix}-" if prefix else ""
+        self.show_rank = rank
+        self.empty_message = empty_message
+        self.caption = caption
+        self.table_id = table_id or f"{self.filename}-table"
+        self.available = rows is not None
+        source = list(rows or [])
+        self.total = len(source)
+        # A selector that ranks its rows itself (ties, per-suite ranks) wins over position.
+        ranked = [
+            (resolve(row, rank_key) if resolve(row, rank_key) is not None else position, row)
+            for position, row in enumerate(source, start=1)
+        ]
+
+        by_key = {c.key: c for c in self.columns if c.sortable}
+        requested = request.GET.get(f"{self.prefix}sort", "") or default_sort
+        descending = requested.startswith("-")
+        key = requested.lstrip("-")
+        self.sort_key = key if key in by_key else ""
+        self.descending = descending if self.sort_key else False
+        if self.sort_key:
+            column = by_key[self.sort_key]
+            present = [(r, row) for r, row in ranked if column.raw(row) not in (None, "")]
+            missing = [(r, row) for r, row in ranked if column.raw(row) in (None, "")]
+            present.sort(key=lambda item: _sort_key(column.raw(item[1])), reverse=self.descending)
+            # Missing values last whichever way the column is sorted.
+            ranked = present + missing
+        if limit is not None:
+            ranked = ranked[:limit]
+        self.rows = [
+            Row(
+                rank=r,
+                source=row,
+                cells=[
+                    Cell(
+                        value=(value := column.raw(row)),
+                        text=column.display(value),
+                        numeric=column.numeric,
+                        url=column.link(row) if column.link else None,
+                    )
+                    for column in self.columns
+                ],
+            )
+            for r, row in ranked
+        ]
+
+    # --- URLs -----------------------------------------------------------------------------
+
+    def _url(self, **params: str) -> str:
+        query = self.request.GET.copy()
+        for name, value in params.items():
+            query[name] = value
+        return f"{self.request.path}?{urlencode(sorted(query.lists()), doseq=True)}"
+
+    @property
+    def headers(self) -> list[Header]:
+        headers = []
+        for column in self.columns:
+            if not column.sortable:
+                headers.append(Header(column, None, None, "none"))
+                continue
+            active = column.key == self.sort_key
+            direction = ("desc" if self.descending else "asc") if active else None
+            # First click sorts numbers best-first (descending) and text A→Z.
+            if active:
+                next_sort = column.key if self.descending else f"-{column.key}"
+            else:
+                next_sort = f"-{column.key}" if column.numeric else column.key
+            aria = {"asc": "ascending", "desc": "descending"}.get(direction or "", "none")
+            headers.append(
+                Header(column, self._url(**{f"{self.prefix}sort": next_sort}), direction, aria)
+            )
+        return headers
+
+    @property
+    def csv_url(self) -> str:
+        return self._url(**{f"{self.prefix}format": "csv"})
+
+    @property
+    def json_url(self) -> str:
+        return self._url(**{f"{self.prefix}format": "json"})
+
+    # --- Downloads ------------------------------------------------------------------------
+
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as plain dicts of raw values, in the order shown."""
+        exported = [(i, c) for i, c in enumerate(self.columns) if c.export]
+        records = []
+        for row in self.rows:
+            record: dict[str, Any] = {"rank": row.rank} if self.show_rank else {}
+            for index, column in exported:
+                record[column.key] = row.cells[index].value
+            records.append(record)
+        return records
+
+    def download(self) -> HttpResponse | None:
+        """The CSV or JSON download when the request asks for one, else ``None``."""
+        fmt = self.request.GET.get(f"{self.prefix}format", "")
+        if fmt == "csv":
+            return self._csv()
+        if fmt == "json":
+            return self._json()
+        return None
+
+    def _csv(self) -> HttpResponse:
+        buffer = io.StringIO()
+        records = self.records()
+        fields = (["rank"] if self.show_rank else []) + [c.key for c in self.columns if c.export]
+        writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for record in records:
+            writer.writerow({k: _csv_value(v) for k, v in record.items()})
+        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{self.filename}.csv"'
+        return response
+
+    def _json(self) -> HttpResponse:
+        body = json.dumps(
+            {"count": len(self.rows), "results": self.records()}, cls=DjangoJSONEncoder, indent=1
+        )
+        response = HttpResponse(body, content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="{self.filename}.json"'
+        return response
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, list | dict):
+        return json.dumps(value, cls=DjangoJSONEncoder)
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        # Names come from participants: keep spreadsheets from running them as formulas.
+        return f"'{value}"
+    return value
+
+
+def infer_columns(rows: Sequence[Any], *, skip: Iterable[str] = ()) -> list[Column]:
+    """Columns for rows whose shape is not declared: dict keys or dataclass fields, in order.
+
+    Numbers become right-aligned numeric columns; nested structures are left out.
+    """
+    if not rows:
+        return []
+    first = rows[0]
+    if isinstance(first, Mapping):
+        keys = list(first.keys())
+    elif hasattr(first, "__dataclass_fields__"):
+        keys = list(first.__dataclass_fields__)
+    else:
+        keys = [k for k in vars(first) if not k.startswith("_")]
+    skipped = set(skip)
+    columns = []
+    for key in keys:
+        if key in skipped:
+            continue
+        sample = next((resolve(r, key) for r in rows if resolve(r, key) is not None), None)
+        if isinstance(sample, list | dict | tuple | set):
+            continue
+        kind: Kind = "text"
+        if isinstance(sample, bool):
+            kind = "text"
+        elif isinstance(sample, int):
+            kind = "int"
+        elif isinstance(sample, float | Decimal):
+            kind = "float"
+        elif isinstance(sample, datetime | date):
+            kind = "datetime"
+        columns.append(Column(key, key.replace("_", " ").capitalize(), kind=kind))
+    return columns
