@@ -7,7 +7,6 @@ UV := uv
 RUN := $(UV) run --frozen
 HOST ?= 127.0.0.1
 PORT ?= 8000
-export DJANGO_SETTINGS_MODULE ?= config.settings
 
 .PHONY: help uv venv migrate demo demo-data serve test test-postgres lint format bench remigrate clean
 
