@@ -26,7 +26,7 @@ from benchmarks_app.selectors.visibility import visible_repos
 from benchmarks_app.services.audit import AuditRunError, audit_scan_submit, audit_scan_upload
 
 
-class LeaderboardRowSerializer(serializers.Serializer):
+class AuditLeaderboardRowSerializer(serializers.Serializer):
     scanner = serializers.CharField()
     run_ids = serializers.ListField(child=serializers.IntegerField())
     repos = serializers.IntegerField()
@@ -49,10 +49,10 @@ class LeaderboardRowSerializer(serializers.Serializer):
 class LeaderboardView(APIView):
     """Scanners ranked on each repo's latest complete evaluation (best F1 with partial first)."""
 
-    @extend_schema(responses=LeaderboardRowSerializer(many=True))
+    @extend_schema(responses=AuditLeaderboardRowSerializer(many=True))
     def get(self, request: Request) -> Response:
         rows = audit_leaderboard()
-        return Response(LeaderboardRowSerializer(rows, many=True).data)
+        return Response(AuditLeaderboardRowSerializer(rows, many=True).data)
 
 
 class ReportView(APIView):

@@ -59,7 +59,7 @@ def _refusal(exc: ChecklistSubmissionError) -> exceptions.APIException:
 # --- serializers ---------------------------------------------------------------------------
 
 
-class LeaderboardRowSerializer(serializers.Serializer):
+class ChecklistLeaderboardRowSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     team = serializers.CharField()
     submission = serializers.IntegerField()
@@ -192,7 +192,7 @@ class ChecklistLeaderboardView(APIView):
     def get(self, request: Request) -> Response:
         slug = request.query_params.get("challenge") or None
         rows = checklist_leaderboard(challenge_slug=slug)
-        return Response({"rows": LeaderboardRowSerializer(rows, many=True).data})
+        return Response({"rows": ChecklistLeaderboardRowSerializer(rows, many=True).data})
 
 
 class ChecklistSubmissionListView(APIView):
@@ -201,7 +201,7 @@ class ChecklistSubmissionListView(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(operation_id="checklist_submissions_list", responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
         items = [
             _summary_json(request, s)

@@ -29,7 +29,7 @@ from scoring.probes.io import FORMATS, detect_format
 from scoring.probes.types import HUMAN_LABELS, ResponseSpec
 
 
-class LeaderboardRowSerializer(serializers.Serializer):
+class ProbeLeaderboardRowSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     suite = serializers.CharField()
     model = serializers.CharField()
@@ -81,13 +81,13 @@ class ProbeLeaderboardView(APIView):
 
     @extend_schema(
         parameters=[OpenApiParameter("suite", str, description="Only this suite.")],
-        responses=LeaderboardRowSerializer(many=True),
+        responses=ProbeLeaderboardRowSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
         rows = probe_leaderboard(
             suite_name=request.query_params.get("suite") or None, user=request.user
         )
-        return Response(LeaderboardRowSerializer(rows, many=True).data)
+        return Response(ProbeLeaderboardRowSerializer(rows, many=True).data)
 
 
 class ProbeReportView(APIView):

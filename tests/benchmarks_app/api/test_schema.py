@@ -8,7 +8,9 @@ import pytest
 import schemathesis
 from django.conf import settings as django_settings
 from django.contrib.staticfiles import finders
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 
 from benchmarks_app.models import RunStatus
@@ -64,6 +66,16 @@ def test_docs_load_their_assets_from_this_site(client):
 
 @pytest.fixture
 def api_schema(db, settings):
+    # As Django's test client does: the test's connection (and its transaction) must
+    # survive the end of each request served through the raw WSGI app.
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    yield _schema(settings)
+    for signal in (request_started, request_finished):
+        signal.connect(close_old_connections)
+
+
+def _schema(settings):
     rest = dict(settings.REST_FRAMEWORK)
     rest["DEFAULT_THROTTLE_RATES"] = {"anon": "100000/min", "user": "100000/min"}
     settings.REST_FRAMEWORK = rest
