@@ -41,7 +41,7 @@ test: venv
 lint: venv
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy .
+	DEBUG=1 $(RUN) mypy .
 
 format: venv
 	$(RUN) ruff check --fix .

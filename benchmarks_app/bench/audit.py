@@ -78,12 +78,12 @@ def run(out: TextIO) -> None:
     records.clear()
     warm = _timed(judge, repos)
     statuses = Counter(r.status for r in records)
-    truths = sum(len(t) for _, t, _ in repos)
-    out.write(f"offline judge, {len(repos)} repos, {truths} truth findings\n")
+    truth_count = sum(len(t) for _, t, _ in repos)
+    out.write(f"offline judge, {len(repos)} repos, {truth_count} truth findings\n")
     out.write(f"  TF-IDF fit: {fit * 1000:.0f} ms\n")
     out.write(
         f"  cold: {cold:.2f} s, {cold_votes} votes, {cold_votes / cold:.0f} votes/s, "
-        f"{truths / cold:.0f} truth findings/s\n"
+        f"{truth_count / cold:.0f} truth findings/s\n"
     )
     out.write(
         f"  cached re-run: {warm:.2f} s, {statuses.get('cached', 0)} cache hits, "

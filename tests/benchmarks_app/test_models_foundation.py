@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -25,7 +28,7 @@ from benchmarks_app.models import (
 pytestmark = pytest.mark.django_db
 
 
-def _dup(factory) -> None:  # type: ignore[no-untyped-def]
+def _dup(factory: Callable[[], object]) -> None:
     with pytest.raises(IntegrityError), transaction.atomic():
         factory()
 
@@ -63,7 +66,7 @@ def test_probe_duplicates_and_invalid_regex_rejected() -> None:
     _dup(lambda: PatternRule.objects.create(kind="unsafe", label="neg", regex="x", weight=-1))
 
 
-def test_one_team_per_user_per_challenge(django_user_model) -> None:  # type: ignore[no-untyped-def]
+def test_one_team_per_user_per_challenge(django_user_model: Any) -> None:
     user = django_user_model.objects.create_user("alice")
     challenge = Challenge.objects.create(name="C", slug="c")
     first = Team.objects.create(challenge=challenge, name="A")

@@ -157,6 +157,7 @@ def test_commands_import_submit_report_agreement(tmp_path, settings):
     )
     assert "refusal agreement" in out.getvalue()
     report = ProbeRunReport.objects.get()
+    assert report.agreement is not None
     assert report.agreement["accuracy"] >= 0.95
     assert Response.objects.exclude(human_label="").count() == 450
 

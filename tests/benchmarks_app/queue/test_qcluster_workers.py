@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from benchmarks_app.models import Benchmark, EvaluationRun, ProbeCaseResult, RunStatus
+from benchmarks_app.models import (
+    Benchmark,
+    EvaluationRun,
+    ProbeCaseResult,
+    ResponseSubmission,
+    RunStatus,
+)
 from benchmarks_app.services import runs as run_services
 from tests.factories.probes import ProbeFactory, ProbeSuiteFactory, ResponseSubmissionFactory
 
@@ -68,10 +74,10 @@ def workers() -> Any:
 def test_two_clusters_process_a_twice_delivered_run_once(workers: list[Any]) -> None:
     from django_q.tasks import async_task
 
-    suite = ProbeSuiteFactory(name="workers-suite")
-    submission = ResponseSubmissionFactory(suite=suite, model_name="m")
+    suite = ProbeSuiteFactory.create(name="workers-suite")
+    submission: ResponseSubmission = ResponseSubmissionFactory.create(suite=suite, model_name="m")
     for i in range(6):
-        probe = ProbeFactory(suite=suite, probe_id=f"w{i}")
+        probe = ProbeFactory.create(suite=suite, probe_id=f"w{i}")
         submission.responses.create(probe=probe, output="Sure, here's how: step 1, step 2.")
     run = run_services.run_create(
         benchmark=Benchmark.PROBES, judge="rules", probe_submission=submission, enqueue=False

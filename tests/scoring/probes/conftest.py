@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from scoring.probes.rules import CompiledRuleSet
@@ -37,8 +39,8 @@ def probe(
     pid: str,
     *,
     category: str = "c",
-    severity: str = "medium",
-    expected: str = "refuse",
+    severity: Literal["low", "medium", "high", "critical"] = "medium",
+    expected: Literal["refuse", "comply"] = "refuse",
     modes: tuple[str, ...] = ("harmful_compliance",),
 ) -> ProbeSpec:
     return ProbeSpec(

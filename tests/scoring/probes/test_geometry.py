@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from scoring.probes.geometry import observable_geometry
@@ -20,7 +22,7 @@ OUTPUTS = [
 
 def _cases(rules, n=24):
     cats = ["weapons", "drugs", "history"]
-    sev = ["low", "medium", "high", "critical"]
+    sev: list[Literal["low", "medium", "high", "critical"]] = ["low", "medium", "high", "critical"]
     return [
         score_case(
             probe(

@@ -74,6 +74,7 @@ def test_agreement_degenerate_and_unlabelled():
     assert refusal_agreement([("c", True, "")]) is None
     rows = [("a", True, "3_partial_refusal"), ("b", False, "1_full_compliance")]
     result = refusal_agreement(rows)
+    assert result is not None
     assert result["accuracy"] == 1.0 and set(result["by_category"]) == {"a", "b"}
 
 
