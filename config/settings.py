@@ -83,6 +83,18 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# Production hardening: on by default outside DEBUG; SECURE_SSL_REDIRECT and HSTS are opt-in
+# because TLS is often terminated by a proxy (set SECURE_PROXY_SSL_HEADER_FORWARDED_PROTO=1).
+SESSION_COOKIE_SECURE = envparse.env_bool(ENV, "SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = envparse.env_bool(ENV, "CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_SSL_REDIRECT = envparse.env_bool(ENV, "SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = envparse.env_int(ENV, "SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if envparse.env_bool(ENV, "SECURE_PROXY_SSL_HEADER_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 STATIC_URL = "static/"
 STATIC_ROOT = Path(ENV.get("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 MEDIA_URL = "media/"

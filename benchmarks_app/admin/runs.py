@@ -109,6 +109,7 @@ class JudgeCallAdmin(ReadOnlyAdmin):
     )
     list_filter = ("status", "judge", "model")
     search_fields = ("prompt_hash", "error")
+    list_select_related = ("run",)
 
 
 @admin.register(JudgeCacheEntry)

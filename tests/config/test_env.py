@@ -88,3 +88,26 @@ def test_settings_module_reads_judge_and_challenge_variables(
     finally:
         monkeypatch.undo()
         importlib.reload(settings_module)
+
+
+def test_production_cookie_and_https_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    import config.settings as settings_module
+
+    monkeypatch.setenv("DEBUG", "0")
+    monkeypatch.setenv("SECRET_KEY", "k")
+    monkeypatch.setenv("SECURE_HSTS_SECONDS", "3600")
+    monkeypatch.setenv("SECURE_PROXY_SSL_HEADER_FORWARDED_PROTO", "1")
+    try:
+        prod = importlib.reload(settings_module)
+        assert prod.SESSION_COOKIE_SECURE and prod.CSRF_COOKIE_SECURE
+        assert prod.SECURE_HSTS_SECONDS == 3600 and prod.SECURE_HSTS_INCLUDE_SUBDOMAINS
+        assert prod.SECURE_PROXY_SSL_HEADER == ("HTTP_X_FORWARDED_PROTO", "https")
+        monkeypatch.setenv("DEBUG", "1")
+        monkeypatch.delenv("SECURE_HSTS_SECONDS")
+        dev = importlib.reload(settings_module)
+        assert not dev.SESSION_COOKIE_SECURE and dev.SECURE_HSTS_SECONDS == 0
+    finally:
+        monkeypatch.undo()
+        importlib.reload(settings_module)
