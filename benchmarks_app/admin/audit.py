@@ -6,13 +6,18 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
 
 from benchmarks_app.models import Repo, ScanFinding, Scanner, ScanResult, TruthFinding
-from benchmarks_app.services.audit import AuditRunError, audit_import_uploads, audit_run_create
+from benchmarks_app.services.audit import (
+    AuditRunError,
+    audit_import_uploads,
+    audit_run_create,
+    audit_scan_result_make_current,
+)
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -137,7 +142,9 @@ class RepoAdmin(admin.ModelAdmin):
         form = EvaluateForm(request.POST if "evaluate" in request.POST else None)
         if "evaluate" in request.POST and form.is_valid():
             scanner = form.cleaned_data["scanner"]
-            covered = set(scanner.scan_results.values_list("repo_id", flat=True))
+            covered = set(
+                scanner.scan_results.filter(is_current=True).values_list("repo_id", flat=True)
+            )
             repos = [r for r in queryset if r.pk in covered]
             skipped = [r.project_id for r in queryset if r.pk not in covered]
             if skipped:
@@ -187,7 +194,9 @@ class RepoAdmin(admin.ModelAdmin):
             .get_queryset(request)
             .annotate(
                 _truth=Count("truth_findings", distinct=True),
-                _scans=Count("scan_results", distinct=True),
+                _scans=Count(
+                    "scan_results", filter=Q(scan_results__is_current=True), distinct=True
+                ),
             )
         )
 
@@ -195,7 +204,7 @@ class RepoAdmin(admin.ModelAdmin):
     def truth_count(self, obj: Repo) -> int:
         return getattr(obj, "_truth", 0)
 
-    @admin.display(description="Scan results", ordering="_scans")
+    @admin.display(description="Scanners with results", ordering="_scans")
     def scan_count(self, obj: Repo) -> int:
         return getattr(obj, "_scans", 0)
 
@@ -225,23 +234,86 @@ class ScannerAdmin(admin.ModelAdmin):
 
 @admin.register(ScanResult)
 class ScanResultAdmin(admin.ModelAdmin):
-    list_display = ("scanner", "repo", "finding_count", "source_name", "updated_at")
-    list_filter = ("scanner",)
-    search_fields = ("repo__project_id", "scanner__name")
+    """Versions of a scanner's results: imports add them, runs judge them; never edited."""
+
+    list_display = (
+        "scanner",
+        "repo",
+        "version",
+        "is_current",
+        "finding_count",
+        "run_count",
+        "source_name",
+        "created_at",
+    )
+    list_filter = ("is_current", "scanner")
+    search_fields = ("repo__project_id", "scanner__name", "content_hash")
     list_select_related = ("scanner", "repo")
+    readonly_fields = (
+        "scanner",
+        "repo",
+        "version",
+        "is_current",
+        "content_hash",
+        "source_name",
+        "raw_metadata",
+        "created_at",
+        "updated_at",
+    )
     inlines = [ScanFindingInline]
+    actions = ["make_current"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Versions come from imports and submissions, which hash and number them.
+        return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScanResult]:
-        return super().get_queryset(request).annotate(_n=Count("findings"))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(_n=Count("findings", distinct=True), _runs=Count("run_scans", distinct=True))
+        )
 
     @admin.display(description="Findings", ordering="_n")
     def finding_count(self, obj: ScanResult) -> int:
         return getattr(obj, "_n", 0)
 
+    @admin.display(description="Runs", ordering="_runs")
+    def run_count(self, obj: ScanResult) -> int:
+        return getattr(obj, "_runs", 0)
+
+    @admin.action(description="Make current (new runs and the leaderboard use it)")
+    def make_current(self, request: HttpRequest, queryset: QuerySet[ScanResult]) -> None:
+        chosen: dict[tuple[int, int], ScanResult] = {}
+        for result in queryset.order_by("version"):
+            chosen[(result.scanner_id, result.repo_id)] = result
+        if len(chosen) < queryset.count():
+            self.message_user(
+                request,
+                "Several versions of the same scanner and repo were selected; the newest of "
+                "them is made current.",
+                messages.WARNING,
+            )
+        for result in chosen.values():
+            audit_scan_result_make_current(scan_result=result)
+        self.message_user(
+            request,
+            "Current now: " + ", ".join(str(r) for r in chosen.values()),
+            messages.SUCCESS,
+        )
+
 
 @admin.register(ScanFinding)
 class ScanFindingAdmin(admin.ModelAdmin):
+    """A version's findings are what its runs judged, so they are read-only."""
+
     list_display = ("index", "title", "severity", "raw_severity", "category", "scan_result")
-    list_filter = ("severity", "category", "scan_result__scanner")
+    list_filter = ("severity", "scan_result__is_current", "category", "scan_result__scanner")
     search_fields = ("title", "description", "file", "location")
     list_select_related = ("scan_result__scanner", "scan_result__repo")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from benchmarks_app.models.common import (
     QA_SEVERITIES,
@@ -19,7 +19,11 @@ class RepoQuerySet(models.QuerySet["Repo"]):
     def with_counts(self) -> RepoQuerySet:
         return self.annotate(
             truth_count=Count("truth_findings", distinct=True),
-            scan_result_count=Count("scan_results", distinct=True),
+            # Versions replaced by a later import stay for the runs that judged them; a
+            # listing counts the scanners whose results are current.
+            scan_result_count=Count(
+                "scan_results", filter=Q(scan_results__is_current=True), distinct=True
+            ),
         )
 
 
@@ -71,6 +75,17 @@ class TruthFinding(TimeStampedModel):
         return f"{self.finding_id}: {self.title[:60]}"
 
 
+class ScannerQuerySet(models.QuerySet["Scanner"]):
+    def with_counts(self) -> ScannerQuerySet:
+        """``run_count`` and ``scan_result_count`` (repos with current results)."""
+        return self.annotate(
+            run_count=Count("runs", distinct=True),
+            scan_result_count=Count(
+                "scan_results", filter=Q(scan_results__is_current=True), distinct=True
+            ),
+        )
+
+
 class Scanner(TimeStampedModel):
     """An AI auditing tool whose findings are scored."""
 
@@ -80,6 +95,8 @@ class Scanner(TimeStampedModel):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
 
+    objects = ScannerQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
 
@@ -87,24 +104,56 @@ class Scanner(TimeStampedModel):
         return self.name
 
 
+class ScanResultQuerySet(models.QuerySet["ScanResult"]):
+    def current(self) -> ScanResultQuerySet:
+        return self.filter(is_current=True)
+
+
 class ScanResult(TimeStampedModel):
-    """One scanner's output for one repo, with the raw metadata (token usage, timings)."""
+    """One version of a scanner's output for one repo, with the raw metadata (token usage).
+
+    A version's findings never change: importing different findings for the same scanner and
+    repo adds a new version and makes it current, so the runs that judged an earlier version
+    can still be reproduced and inspected. Identical findings (same ``content_hash``) add
+    nothing; they make their version current again if a later one had replaced it.
+    """
 
     scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="scan_results")
     repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="scan_results")
+    version = models.PositiveIntegerField(
+        default=1, help_text="1, 2, … in import order, per scanner and repo."
+    )
+    is_current = models.BooleanField(
+        default=True,
+        db_index=True,
+        help_text="The version that new runs evaluate and the leaderboard ranks.",
+    )
+    content_hash = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 of the normalized findings."
+    )
     source_name = models.CharField(max_length=300, blank=True)
     raw_metadata = models.JSONField(default=dict, blank=True)
 
+    objects = ScanResultQuerySet.as_manager()
+
     class Meta:
-        ordering = ["scanner", "repo"]
+        ordering = ["scanner", "repo", "version"]
         constraints = [
             models.UniqueConstraint(
-                fields=["scanner", "repo"], name="uniq_scan_result_per_scanner_repo"
+                fields=["scanner", "repo"],
+                condition=Q(is_current=True),
+                name="uniq_current_scan_result",
+            ),
+            models.UniqueConstraint(
+                fields=["scanner", "repo", "content_hash"], name="uniq_scan_result_content"
+            ),
+            models.UniqueConstraint(
+                fields=["scanner", "repo", "version"], name="uniq_scan_result_version"
             ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.scanner} on {self.repo}"
+        return f"{self.scanner} on {self.repo} (v{self.version})"
 
 
 class ScanFindingQuerySet(models.QuerySet["ScanFinding"]):
@@ -202,6 +251,15 @@ class AuditRepoResult(AppendOnlyModel):
     )
     repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="repo_results")
     scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="repo_results")
+    # The version that was judged. RESTRICT: a judged version cannot be deleted on its own
+    # (the run could no longer be inspected), only together with its scanner, repo or run.
+    scan_result = models.ForeignKey(
+        ScanResult,
+        null=True,
+        blank=True,
+        on_delete=models.RESTRICT,
+        related_name="repo_results",
+    )
     is_complete = models.BooleanField(default=True)
     judge = models.CharField(max_length=300, blank=True)
     metrics = models.JSONField(default=dict)
@@ -218,3 +276,25 @@ class AuditRepoResult(AppendOnlyModel):
                 name="uniq_audit_repo_result_per_run",
             ),
         ]
+
+
+class AuditRunScan(AppendOnlyModel):
+    """The scan result version a run judges on one repo, fixed when the run is created.
+
+    A resumed run keeps judging these versions even after newer ones were imported.
+    """
+
+    run = models.ForeignKey(
+        "benchmarks_app.EvaluationRun", on_delete=models.CASCADE, related_name="audit_scans"
+    )
+    repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="+")
+    scan_result = models.ForeignKey(ScanResult, on_delete=models.RESTRICT, related_name="run_scans")
+
+    class Meta:
+        ordering = ["run", "repo"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "repo"], name="uniq_audit_run_scan"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run #{self.run_id}: {self.scan_result}"

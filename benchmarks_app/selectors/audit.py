@@ -1,8 +1,10 @@
 """Audit reads: the scanner leaderboard, the report document and the run page.
 
-Every scanner is ranked on each repo's latest complete evaluation (the newest complete
-:class:`AuditRepoResult` per scanner and repo). The number of queries does not grow with the
-number of scanners, repos or runs.
+Every scanner is ranked on each repo's latest complete evaluation of its current results (the
+newest complete :class:`AuditRepoResult` per scanner and repo whose scan result version is
+still current: results replaced by a newer import leave the leaderboard until the new version
+is evaluated, while their runs stay reproducible through ``--run``). The number of queries
+does not grow with the number of scanners, repos or runs.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Max
+from django.db.models import Max, Q
 
 from benchmarks_app.models import (
     AuditRepoResult,
@@ -20,6 +22,7 @@ from benchmarks_app.models import (
     MatchOutcome,
     Scanner,
 )
+from benchmarks_app.models.audit import AuditRunScan
 from benchmarks_app.selectors.visibility import truth_details_visible, visible_runs
 from scoring.audit.metrics import RATIO_KEYS, build_report, overall, pct
 
@@ -29,13 +32,16 @@ class ReportNotFound(LookupError):
 
 
 def _latest_complete(scanner_id: int | None = None) -> list[AuditRepoResult]:
-    qs = AuditRepoResult.objects.filter(is_complete=True)
+    # Rows without a version were written by hand (benchmarks, tests); they count as current.
+    qs = AuditRepoResult.objects.filter(is_complete=True).filter(
+        Q(scan_result__isnull=True) | Q(scan_result__is_current=True)
+    )
     if scanner_id is not None:
         qs = qs.filter(scanner_id=scanner_id)
     latest_ids = qs.values("scanner_id", "repo_id").annotate(latest=Max("id")).values("latest")
     return list(
         AuditRepoResult.objects.filter(id__in=latest_ids)
-        .select_related("scanner", "repo")
+        .select_related("scanner", "repo", "scan_result")
         .order_by("scanner__name", "repo__project_id")
     )
 
@@ -61,8 +67,21 @@ def audit_leaderboard(**_: Any) -> list[dict[str, Any]]:
                 "is_complete": True,
             }
         )
-    board.sort(key=lambda r: (-r["f1_with_partial"], -r["f1"], r["scanner"]))
+    board.sort(key=_rank_key)
     return board
+
+
+def _desc_nulls_last(value: float | None) -> tuple[bool, float]:
+    return (value is None, -(value or 0.0))
+
+
+def _rank_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """Best F1 with partial first, then F1, then name; a missing score ranks last."""
+    return (
+        *_desc_nulls_last(row.get("f1_with_partial")),
+        *_desc_nulls_last(row.get("f1")),
+        row["scanner"],
+    )
 
 
 def audit_report(*, scanner_name: str, run_id: int | None = None) -> dict[str, Any]:
@@ -85,15 +104,24 @@ def audit_report(*, scanner_name: str, run_id: int | None = None) -> dict[str, A
             .annotate(latest=Max("id"))
             .values("latest")
         )
-        rows = list(AuditRepoResult.objects.filter(id__in=latest).select_related("repo"))
+        rows = list(
+            AuditRepoResult.objects.filter(id__in=latest).select_related("repo", "scan_result")
+        )
         run = run_id
         complete = evaluation.is_complete and all(r.is_complete for r in rows)
-    return build_report(
+    report = build_report(
         scanner=scanner.name,
         run=run,
         repo_rows=[r.metrics for r in rows],
         is_complete=complete,
     )
+    # Which version of the scanner's results each repo's figures judged.
+    report["scan_versions"] = {
+        r.repo.project_id: r.scan_result.version
+        for r in sorted(rows, key=lambda r: r.repo.project_id)
+        if r.scan_result is not None
+    }
+    return report
 
 
 @dataclass
@@ -104,6 +132,9 @@ class RepoSection:
     notes: list[str]
     show_truth_text: bool
     rows: list[dict[str, Any]] = field(default_factory=list)
+    # The scan result version this run judged on the repo, and whether it is still current.
+    scan_version: int | None = None
+    scan_is_current: bool = True
 
     @property
     def percent(self) -> dict[str, str]:
@@ -120,6 +151,10 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
         .values("latest")
     )
     repo_results = {r.repo_id: r for r in AuditRepoResult.objects.filter(id__in=latest_repo)}
+    judged = {
+        p.repo_id: p.scan_result
+        for p in AuditRunScan.objects.filter(run=run).select_related("scan_result")
+    }
     results = (
         AuditTruthResult.objects.filter(run=run)
         .select_related("truth_finding", "scan_finding", "repo")
@@ -134,12 +169,15 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
     sections: dict[int, RepoSection] = {}
     for repo in run.repos.order_by("project_id"):
         rr = repo_results.get(repo.pk)
+        version = judged.get(repo.pk)
         sections[repo.pk] = RepoSection(
             repo=repo,
             metrics=rr.metrics if rr else None,
             is_complete=bool(rr and rr.is_complete),
             notes=list(rr.notes) if rr else [],
             show_truth_text=truth_details_visible(user, repo),
+            scan_version=version.version if version else None,
+            scan_is_current=version.is_current if version else True,
         )
     for r in sorted(latest.values(), key=lambda r: (r.truth_finding.order, r.truth_finding_id)):
         section = sections.get(r.repo_id)

@@ -5,6 +5,7 @@ from typing import cast
 import factory
 
 from benchmarks_app.models import Repo, ScanFinding, Scanner, ScanResult, TruthFinding
+from benchmarks_app.services.audit.importing import stored_findings_hash
 
 
 class RepoFactory(factory.django.DjangoModelFactory):
@@ -69,4 +70,7 @@ def repo_with_scan(
         ScanFindingFactory(
             scan_result=result, index=i, title=title, severity="Info" if i in qa else "High"
         )
+    # As an import would have stored it, so that importing the same findings is a no-op.
+    result.content_hash = stored_findings_hash(result)
+    result.save(update_fields=["content_hash"])
     return repo, result

@@ -12,7 +12,9 @@ class Command(BaseCommand):
     help = (
         "Import audit data: a data folder (repos/, source_of_truth/, one folder per scanner), "
         "a JSON file holding a list of projects, or a scanner folder with --scanner. "
-        "Empty or unparseable files are reported and skipped; re-importing is idempotent."
+        "Empty or unparseable files are reported and skipped; re-importing is idempotent. "
+        "Changed scanner results become a new current version; earlier versions stay with "
+        "the runs that judged them."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -34,6 +36,12 @@ class Command(BaseCommand):
         if report.truth_kept_missing:
             self.stdout.write(
                 f"{report.truth_kept_missing} truth finding(s) no longer in the files were kept."
+            )
+        if report.scan_results_updated or report.scan_results_restored:
+            self.stdout.write(
+                f"{report.scan_results_updated + report.scan_results_restored} scanner "
+                "result(s) changed: the current version now reflects the new file(s); earlier "
+                "runs keep the version they judged (audit_report --run ID)."
             )
         self.stdout.write(self.style.SUCCESS(report.summary()))
         if options["strict"] and report.problems:

@@ -14,6 +14,7 @@ from benchmarks_app.services.audit.importing import (
     audit_import_dataset,
     audit_import_path,
     audit_import_uploads,
+    audit_scan_result_make_current,
 )
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "audit_import_uploads",
     "audit_process_run",
     "audit_run_create",
+    "audit_scan_result_make_current",
     "audit_scan_submit",
     "audit_scan_upload",
 ]

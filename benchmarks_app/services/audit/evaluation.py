@@ -10,6 +10,10 @@ Each truth finding's result is written as soon as it is known, so a crashed or f
 resumes where it stopped: truth findings with a final result are kept, judge-failed ones are
 judged again (new rows; the old ones stay as history), and repos with a complete result are
 skipped. Cached verdicts make the redone comparisons free.
+
+A run judges the scan result versions that were current when it was created
+(:class:`AuditRunScan`); results imported later become new versions and never change what a
+run judged, also when it resumes.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from benchmarks_app.models import (
     ScanResult,
     TruthFinding,
 )
+from benchmarks_app.models.audit import AuditRunScan
 from benchmarks_app.services.audit.importing import ImportReport, import_scan_file
 from benchmarks_app.services.judging import DbJudgeCache, LedgerRecorder, ledger_recorder
 from benchmarks_app.services.runs import run_advance, run_create, run_finish, run_set_total
@@ -85,7 +90,8 @@ def audit_run_create(
     for name, value in (("iterations", iterations), ("batch_size", batch_size)):
         if value is not None and value < 1:
             raise AuditRunError(f"{name}: must be at least 1, got {value}")
-    covered = set(ScanResult.objects.filter(scanner=scanner).values_list("repo_id", flat=True))
+    current = {r.repo_id: r for r in ScanResult.objects.current().filter(scanner=scanner)}
+    covered = set(current)
     if repos is None:
         chosen = list(Repo.objects.filter(pk__in=covered).order_by("project_id"))
         if not chosen:
@@ -108,7 +114,7 @@ def audit_run_create(
         config["json_mode"] = bool(
             _setting("JUDGE_JSON_MODE", False) if json_mode is None else json_mode
         )
-    return run_create(
+    run = run_create(
         benchmark=Benchmark.AUDIT,
         scanner=scanner,
         repos=chosen,
@@ -117,6 +123,11 @@ def audit_run_create(
         created_by=created_by,
         enqueue=enqueue,
     )
+    # The task is sent once this transaction commits, so it always finds the versions.
+    AuditRunScan.objects.bulk_create(
+        AuditRunScan(run=run, repo=repo, scan_result=current[repo.pk]) for repo in chosen
+    )
+    return run
 
 
 # Participants pick among these; a replay judge reads a folder on the server, so replay runs
@@ -343,11 +354,13 @@ class _RepoJob:
     def __init__(
         self,
         repo: Repo,
+        scan_result: ScanResult | None,
         truths: list[TruthFinding],
         findings: list[ScanFinding],
         done: list[TruthOutcome],
     ) -> None:
         self.repo = repo
+        self.scan_result = scan_result
         self.truths = truths
         self.findings = findings
         self.findings_by_index = {f.index: f for f in findings}
@@ -393,6 +406,7 @@ def _save_repo_result(run: EvaluationRun, job: _RepoJob, match: RepoMatch) -> No
         run=run,
         repo=job.repo,
         scanner_id=_scanner_id(run),
+        scan_result=job.scan_result,
         is_complete=not failed,
         judge=run.judge[:300],
         metrics=metrics,
@@ -436,14 +450,40 @@ async def _run_jobs(
             await close()
 
 
+def run_scan_results(run: EvaluationRun, repos: Sequence[Repo]) -> dict[int, ScanResult]:
+    """The version each repo of ``run`` judges, by repo id.
+
+    Fixed when the run was created; a run created without them (by ``run_create`` alone)
+    gets the current versions now, once, so that a later resume judges the same findings.
+    """
+    pinned = {
+        p.repo_id: p.scan_result
+        for p in AuditRunScan.objects.filter(run=run).select_related("scan_result")
+    }
+    missing = [r.pk for r in repos if r.pk not in pinned]
+    if missing:
+        new = [
+            AuditRunScan(run=run, repo_id=r.repo_id, scan_result=r)
+            for r in ScanResult.objects.current().filter(
+                scanner_id=_scanner_id(run), repo_id__in=missing
+            )
+        ]
+        AuditRunScan.objects.bulk_create(new, ignore_conflicts=True)
+        pinned.update(
+            (p.repo_id, p.scan_result)
+            for p in AuditRunScan.objects.filter(run=run, repo_id__in=missing).select_related(
+                "scan_result"
+            )
+        )
+    return pinned
+
+
 def _jobs(run: EvaluationRun) -> list[_RepoJob]:
     repos = list(run.repos.order_by("project_id"))
     complete = set(
         AuditRepoResult.objects.filter(run=run, is_complete=True).values_list("repo_id", flat=True)
     )
-    results = {
-        r.repo_id: r for r in ScanResult.objects.filter(scanner_id=_scanner_id(run), repo__in=repos)
-    }
+    results = run_scan_results(run, repos)
     findings: dict[int, list[ScanFinding]] = defaultdict(list)
     for f in ScanFinding.objects.filter(scan_result__in=results.values()).order_by("index"):
         findings[f.scan_result_id].append(f)
@@ -474,6 +514,7 @@ def _jobs(run: EvaluationRun) -> list[_RepoJob]:
         jobs.append(
             _RepoJob(
                 repo,
+                result,
                 truths[repo.pk],
                 findings[result.pk] if result is not None else [],
                 done[repo.pk],

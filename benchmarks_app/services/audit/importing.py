@@ -2,18 +2,26 @@
 
 Files are parsed by :mod:`scoring.audit.parsing`; a file that cannot be used is reported by
 name and reason and skipped while the rest imports. Re-importing the same data changes
-nothing; changed findings are updated in place. Truth findings missing from a newer file are
-kept (their results reference them) and reported.
+nothing. Truth findings are updated in place (missing ones are kept: results reference them).
+
+Scan results are versioned instead, because runs judged them: a scanner's file for a repo
+whose normalized findings differ from the current version's becomes a new version, marked
+current, and the earlier versions and their findings stay untouched, so every run can still
+be reproduced and inspected. Findings identical to an earlier version make that version
+current again; identical to the current one, they change nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Max
 
 from benchmarks_app.models import Repo, ScanFinding, Scanner, ScanResult, TruthFinding
 from scoring.audit.parsing import (
@@ -43,11 +51,15 @@ class ImportReport:
     truth_updated: int = 0
     truth_kept_missing: int = 0
     scanners_created: int = 0
+    # First results of a scanner for a repo.
     scan_results_created: int = 0
+    # Changed results: a new version, now current (earlier ones kept for their runs).
     scan_results_updated: int = 0
+    # Results identical to an earlier version, which is current again.
+    scan_results_restored: int = 0
+    # Results identical to the current version.
+    scan_results_unchanged: int = 0
     scan_findings_created: int = 0
-    scan_findings_updated: int = 0
-    scan_findings_removed: int = 0
     problems: list[Problem] = field(default_factory=list)
     scan_results: list[ScanResult] = field(default_factory=list)
 
@@ -60,9 +72,8 @@ class ImportReport:
                 self.truth_created,
                 self.truth_updated,
                 self.scan_results_created,
-                self.scan_findings_created,
-                self.scan_findings_updated,
-                self.scan_findings_removed,
+                self.scan_results_updated,
+                self.scan_results_restored,
             )
         )
 
@@ -70,10 +81,11 @@ class ImportReport:
         return (
             f"{self.files_read} file(s) read; repos +{self.repos_created} "
             f"~{self.repos_updated}; truth findings +{self.truth_created} "
-            f"~{self.truth_updated}; scan results +{self.scan_results_created} "
-            f"~{self.scan_results_updated}; scan findings +{self.scan_findings_created} "
-            f"~{self.scan_findings_updated} -{self.scan_findings_removed}; "
-            f"{len(self.problems)} file(s) skipped"
+            f"~{self.truth_updated}; scan results +{self.scan_results_created} new, "
+            f"{self.scan_results_updated} changed (new version), "
+            f"{self.scan_results_restored} back to an earlier version, "
+            f"{self.scan_results_unchanged} unchanged; scan findings "
+            f"+{self.scan_findings_created}; {len(self.problems)} file(s) skipped"
         )
 
 
@@ -140,56 +152,127 @@ def _import_truth(repo: Repo, records: list[TruthRecord], report: ImportReport) 
 
 def _finding_values(r: ScanRecord) -> dict[str, Any]:
     return {
-        "external_id": r.external_id,
+        "external_id": r.external_id[:200],
         "title": r.title,
         "description": r.description,
         "severity": r.severity,
         "raw_severity": r.raw_severity[:50],
         "category": r.category[:100],
-        "vulnerability_type": r.vulnerability_type,
+        "vulnerability_type": r.vulnerability_type[:300],
         "contracts": r.contracts,
-        "file": r.file,
-        "location": r.location,
+        "file": r.file[:500],
+        "location": r.location[:500],
         "confidence": r.confidence,
         "extra": r.extra,
     }
 
 
+FINDING_FIELDS = (
+    "index",
+    "external_id",
+    "title",
+    "description",
+    "severity",
+    "raw_severity",
+    "category",
+    "vulnerability_type",
+    "contracts",
+    "file",
+    "location",
+    "confidence",
+    "extra",
+)
+
+
+def _digest(rows: Iterable[dict[str, Any]]) -> str:
+    canonical = json.dumps(
+        [[row[k] for k in FINDING_FIELDS] for row in sorted(rows, key=lambda r: r["index"])],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def findings_hash(records: Iterable[ScanRecord]) -> str:
+    """The content identity of a scan file: SHA-256 of its normalized findings, in order.
+
+    Only what is stored per finding (and judged) counts; metadata such as token usage, the
+    file's name or the order of keys in it does not.
+    """
+    return _digest({"index": r.index, **_finding_values(r)} for r in records)
+
+
+def stored_findings_hash(result: ScanResult) -> str:
+    """:func:`findings_hash` of a stored version, computed from its findings."""
+    return _digest(result.findings.values(*FINDING_FIELDS))
+
+
+def _make_current(result: ScanResult) -> None:
+    # Demote first: at most one current version per scanner and repo (a constraint).
+    ScanResult.objects.filter(scanner_id=result.scanner_id, repo_id=result.repo_id).filter(
+        is_current=True
+    ).exclude(pk=result.pk).update(is_current=False)
+    if not result.is_current:
+        result.is_current = True
+        result.save(update_fields=["is_current", "updated_at"])
+
+
+@transaction.atomic
+def audit_scan_result_make_current(*, scan_result: ScanResult) -> ScanResult:
+    """Make an earlier version the one that new runs evaluate and the leaderboard ranks.
+
+    Nothing is deleted: runs of every version stay as they are.
+    """
+    Scanner.objects.select_for_update().filter(pk=scan_result.scanner_id).first()
+    scan_result.refresh_from_db()
+    _make_current(scan_result)
+    return scan_result
+
+
 def import_scan_file(
     scan: ScanFile, repo: Repo, report: ImportReport, *, owner: Any = None
 ) -> ScanResult:
+    """Store ``scan`` as the current version of its scanner's results for ``repo``."""
     scanner, created = Scanner.objects.get_or_create(
         name=scan.scanner[:100],
         defaults={"owner": owner if getattr(owner, "is_authenticated", False) else None},
     )
     report.scanners_created += int(created)
-    result = ScanResult.objects.filter(scanner=scanner, repo=repo).first()
-    if result is None:
-        result = ScanResult.objects.create(
-            scanner=scanner,
-            repo=repo,
-            source_name=scan.source_name[:300],
-            raw_metadata=scan.metadata,
-        )
+    # Imports of one scanner's results are serialized, so that two of them never pick the
+    # same version number or both make themselves current.
+    Scanner.objects.select_for_update().filter(pk=scanner.pk).first()
+    digest = findings_hash(scan.findings)
+    versions = ScanResult.objects.filter(scanner=scanner, repo=repo)
+    same = versions.filter(content_hash=digest).first()
+    if same is not None:
+        if same.is_current:
+            report.scan_results_unchanged += 1
+        else:
+            _make_current(same)
+            report.scan_results_restored += 1
+        report.scan_results.append(same)
+        return same
+    last = versions.aggregate(last=Max("version"))["last"]
+    versions.filter(is_current=True).update(is_current=False)
+    result = ScanResult.objects.create(
+        scanner=scanner,
+        repo=repo,
+        version=(last or 0) + 1,
+        is_current=True,
+        content_hash=digest,
+        source_name=scan.source_name[:300],
+        raw_metadata=scan.metadata,
+    )
+    if last is None:
         report.scan_results_created += 1
-    elif _assign(result, {"source_name": scan.source_name[:300], "raw_metadata": scan.metadata}):
-        result.save()
+    else:
         report.scan_results_updated += 1
-    existing = {f.index: f for f in result.findings.all()}
-    new = []
-    for r in scan.findings:
-        values = _finding_values(r)
-        found = existing.pop(r.index, None)
-        if found is None:
-            new.append(ScanFinding(scan_result=result, index=r.index, **values))
-        elif _assign(found, values):
-            found.save()
-            report.scan_findings_updated += 1
-    ScanFinding.objects.bulk_create(new)
-    report.scan_findings_created += len(new)
-    if existing:
-        ScanFinding.objects.filter(pk__in=[f.pk for f in existing.values()]).delete()
-        report.scan_findings_removed += len(existing)
+    ScanFinding.objects.bulk_create(
+        ScanFinding(scan_result=result, index=r.index, **_finding_values(r)) for r in scan.findings
+    )
+    report.scan_findings_created += len(scan.findings)
     report.scan_results.append(result)
     return result
 

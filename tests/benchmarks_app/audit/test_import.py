@@ -113,14 +113,24 @@ def test_import_command_all_shapes_reports_bad_files_and_is_idempotent(tmp_path:
         Repo.objects.count(),
     ) == counts
 
-    # A changed finding is updated in place, a removed one deleted.
+    # A changed file becomes a new current version; the first one and its finding stay.
+    first = ScanResult.objects.get(repo__project_id="p1")
     _write(
         folder / "tool" / "p1_results.json",
         {"project": "p1", "findings": [{**FINDING, "severity": "low"}]},
     )
     changed = audit_import_path(path=folder)
-    assert changed.scan_findings_updated == 1 and changed.scan_findings_created == 0
-    assert ScanFinding.objects.get(scan_result__repo__project_id="p1").severity == "Low"
+    assert (changed.scan_results_updated, changed.scan_findings_created) == (1, 1)
+    current = ScanResult.objects.current().get(repo__project_id="p1")
+    assert (current.version, current.findings.get().severity) == (2, "Low")
+    first.refresh_from_db()
+    assert (first.version, first.is_current, first.findings.get().severity) == (1, False, "High")
+    # The command says so.
+    _write(folder / "tool" / "p1_results.json", {"project": "p1", "findings": [FINDING, FINDING]})
+    out = io.StringIO()
+    call_command("import_audit", str(folder), stdout=out, stderr=io.StringIO())
+    assert "the current version now reflects the new file" in out.getvalue()
+    assert ScanResult.objects.current().get(repo__project_id="p1").findings.count() == 2
 
 
 def test_projects_file_and_scanner_folder(tmp_path: Path) -> None:

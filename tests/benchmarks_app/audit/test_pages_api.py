@@ -79,7 +79,7 @@ def test_leaderboard_query_count_constant() -> None:
 
 def test_api_leaderboard_and_report() -> None:
     _evaluated()
-    rows = Client().get("/api/audit/leaderboard/").json()
+    rows = Client().get("/api/audit/leaderboard/").json()["results"]
     assert rows[0]["scanner"] == "tool" and rows[0]["repos"] == 1
     assert Client().get("/api/audit/reports/tool/").json()["overall"]["repo"] == "ALL"
     assert Client().get("/api/audit/reports/nobody/").status_code == 404
@@ -110,7 +110,12 @@ def test_api_submit_requires_auth_and_queues_a_run() -> None:
     listed = [{"title": "x", "description": "y", "severity": "low"}]
     ok = Client().post(url, json.dumps(listed), content_type="application/json", **auth)
     assert ok.status_code == 202
-    assert ScanResult.objects.get(scanner__name="mytool").findings.count() == 1
+    assert ScanResult.objects.current().get(scanner__name="mytool").findings.count() == 1
+    assert ok.json()["findings"] == 1
+    # The first submission's version stays, with the run that judged it.
+    first = ScanResult.objects.get(scanner__name="mytool", version=1)
+    assert not first.is_current and first.findings.count() == 1
+    assert first.repo_results.get().run == run
     bad = Client().post(
         url,
         json.dumps([{"title": "x", "severity": "urgent"}]),

@@ -204,7 +204,9 @@ def test_the_owner_can_replace_results_and_earlier_runs_stay(
     assert form_post(client, repo, FINDINGS).status_code == 302
     assert form_post(client, repo, FINDINGS[:1]).status_code == 302
     assert EvaluationRun.objects.count() == 2
-    assert ScanResult.objects.get().findings.count() == 1
+    # The replacement is the current version; the first stays for the run that judged it.
+    assert ScanResult.objects.current().get().findings.count() == 1
+    assert ScanResult.objects.get(is_current=False).findings.count() == 2
 
 
 def test_api_accepts_the_same_file_as_multipart(user: Any, repo: Repo) -> None:
@@ -361,5 +363,5 @@ def test_curated_scanners_are_written_by_staff_only(
     # Staff may update it; it stays a curated scanner.
     done = form_post(login(client, staff), curated_repo, FINDINGS, scanner="baseline")
     assert done.status_code == 302
-    assert ScanResult.objects.get(scanner__name="baseline").findings.count() == 2
+    assert ScanResult.objects.current().get(scanner__name="baseline").findings.count() == 2
     assert Scanner.objects.get(name="baseline").owner is None
