@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.urls import NoReverseMatch, reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -240,10 +240,7 @@ class ScannerFilter(django_filters.FilterSet):
 
 def _scanners() -> QuerySet[Scanner]:
     # The owner is not exposed: scanners are public, who runs them is not.
-    return Scanner.objects.annotate(
-        run_count=Count("runs", distinct=True),
-        scan_result_count=Count("scan_results", distinct=True),
-    )
+    return Scanner.objects.with_counts()
 
 
 class ScannerListView(generics.ListAPIView):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from benchmarks_app.models.audit import (
     AuditRepoResult,
+    AuditRunScan,
     AuditTruthResult,
     MatchOutcome,
     Repo,
@@ -58,6 +59,7 @@ __all__ = [
     "AppendOnlyError",
     "AssessmentStatus",
     "AuditRepoResult",
+    "AuditRunScan",
     "AuditTruthResult",
     "Benchmark",
     "Challenge",
