@@ -4,6 +4,7 @@ import uuid
 from pathlib import PurePosixPath
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.db import models
 
@@ -102,7 +103,19 @@ class SubmissionStatus(models.TextChoices):
 
 class ChecklistSubmissionQuerySet(models.QuerySet["ChecklistSubmission"]):
     def counting_towards_quota(self) -> ChecklistSubmissionQuerySet:
-        return self.exclude(status=SubmissionStatus.FAILED)
+        """Every accepted entry; only refused or withdrawn ones leave the count.
+
+        Files refused at upload or extraction are never stored. A ``failed`` submission is
+        either withdrawn before assessment (no run) or an accepted entry whose assessment
+        failed (it has a run): the latter keeps its slot, otherwise resuming it in the admin
+        would make it count again and let the team go over its limit in between.
+        """
+        # EvaluationRun's module imports this one; look it up by name instead.
+        run_model = apps.get_model("benchmarks_app", "EvaluationRun")
+        accepted = models.Exists(
+            run_model.objects.filter(checklist_submission=models.OuterRef("pk"))
+        )
+        return self.filter(~models.Q(status=SubmissionStatus.FAILED) | accepted)
 
 
 class ChecklistSubmission(TimeStampedModel):

@@ -502,6 +502,7 @@ def process_checklist(run: EvaluationRun) -> None:
     try:
         _process(run, submission)
     except Exception as exc:
+        # A platform failure, not a refused submission: it keeps counting towards the quota.
         ChecklistSubmission.objects.filter(pk=submission.pk).update(
             status=SubmissionStatus.FAILED, error=f"Assessment failed: {exc}"[:2000]
         )
@@ -587,8 +588,10 @@ def _process(run: EvaluationRun, submission: ChecklistSubmission) -> None:
     if failed:
         ChecklistSubmission.objects.filter(pk=submission.pk).update(
             status=SubmissionStatus.FAILED,
+            # Still an accepted entry: it keeps its quota slot (see counting_towards_quota).
             error=f"{failed} answer(s) could not be assessed by the judge; "
-            "the run can be resumed to retry them.",
+            "the run can be resumed to retry them. The submission still counts towards the "
+            "team's quota.",
         )
         run_finish(run=run, failed_items=failed)
         return

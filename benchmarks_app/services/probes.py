@@ -44,6 +44,7 @@ CHUNK = 2000
 __all__ = [
     "JUDGE",
     "ProbeFormatError",
+    "ProbeOwnershipError",
     "SuiteImport",
     "pattern_rules_install_defaults",
     "probe_run_process",
@@ -174,6 +175,60 @@ def probe_suite_import(
 # --- Submissions ---------------------------------------------------------------------------
 
 
+class ProbeOwnershipError(ProbeFormatError, PermissionError):
+    """The model name on this suite is not the submitter's to write; nothing was stored.
+
+    A :class:`ProbeFormatError` whose one error starts with ``field 'model':`` (so callers
+    that list a submission's problems by field show it on the model field), and a
+    :class:`PermissionError` like the audit service's scanner check: ``field`` and
+    ``message`` give the parts and ``str()`` is ``"model: <message>"``, so an API maps it
+    to a 403 naming the field.
+    """
+
+    field = "model"
+
+    def __init__(self, source: str, message: str) -> None:
+        self.message = message
+        super().__init__(source, [f"field 'model': {message}"])
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def _model_name_refusal(*, suite: ProbeSuite, model_name: str, owner: Any) -> str | None:
+    """Why ``owner`` may not submit under ``model_name`` on ``suite``; None when it may.
+
+    The leaderboard keeps one row per (suite, model name), the latest scored submission, so
+    writing under a name replaces that row. As with audit scanners, a name belongs to whoever
+    first submitted it on the suite; a name whose first submission has no owner was imported
+    by the maintainers (``submit_responses``, the demo). Only its owner and staff may submit
+    under a name; ``owner=None`` is the maintainers' own path (management commands).
+    """
+    if owner is None:
+        return None
+    if not getattr(owner, "is_authenticated", False):
+        return "sign in to submit responses"
+    if getattr(owner, "is_staff", False):
+        return None
+    first = (
+        ResponseSubmission.objects.filter(suite=suite, model_name=model_name)
+        .order_by("pk")
+        .values("owner_id")
+        .first()
+    )
+    if first is None or first["owner_id"] == owner.pk:
+        return None
+    whose = (
+        "is maintained by the site's curators"
+        if first["owner_id"] is None
+        else "belongs to another user"
+    )
+    return (
+        f"model {model_name!r} on suite {suite.name!r} {whose}; "
+        "submit under a model name of your own"
+    )
+
+
 def _judge_config() -> dict[str, Any]:
     """The rules and settings a run is scored with, frozen on the run for reproducibility."""
     return {
@@ -199,14 +254,22 @@ def probe_submission_submit(
 
     Either ``responses`` or ``text`` (a JSONL or XSTest completions file) is given. Unknown
     probe ids, duplicates, empty outputs and probes left unanswered are all reported by id.
+
+    ``owner`` is the submitting user (None for the management command). A model name on a
+    suite belongs to its first submitter; anybody else but staff gets a
+    :class:`ProbeOwnershipError` (see :func:`_model_name_refusal`).
     """
     source = source_name or f"{fmt} responses"
     suite = ProbeSuite.objects.filter(name=suite_name).first()
     if suite is None:
         raise ProbeFormatError(source, [f"field 'suite': no probe suite named {suite_name!r}"])
-    model_name = model_name.strip()
+    model_name = model_name.strip()[:200]
     if not model_name:
         raise ProbeFormatError(source, ["field 'model': a model name is required"])
+    # Checked first, unlocked, so that nobody parses a large file only to be refused...
+    refusal = _model_name_refusal(suite=suite, model_name=model_name, owner=owner)
+    if refusal:
+        raise ProbeOwnershipError(source, refusal)
     if responses is None:
         responses = parse_responses(text or "", fmt, source)
     probes = {p.probe_id: p for p in suite.probes.all()}
@@ -217,9 +280,16 @@ def probe_submission_submit(
     if not config["rules"]:
         pattern_rules_install_defaults()
         config = _judge_config()
+    # ...and again under a lock on the suite, held until commit: of two users claiming a new
+    # name at once, the second waits here and then sees the first one's submission. (SQLite
+    # has no row locks, but its IMMEDIATE transactions already serialize writers.)
+    ProbeSuite.objects.select_for_update().get(pk=suite.pk)
+    refusal = _model_name_refusal(suite=suite, model_name=model_name, owner=owner)
+    if refusal:
+        raise ProbeOwnershipError(source, refusal)
     submission = ResponseSubmission.objects.create(
         suite=suite,
-        model_name=model_name[:200],
+        model_name=model_name,
         owner=owner if getattr(owner, "is_authenticated", False) else None,
         source_name=source_name[:300],
     )
