@@ -57,7 +57,7 @@ class QuotaStatus:
         if self.remaining_total <= 0:
             return (
                 f"Your team has used all {self.total_limit} submissions of this challenge. "
-                "Failed submissions do not count."
+                "Refused or withdrawn submissions do not count."
             )
         return (
             f"Your team has used its {self.daily_limit} submissions for today; the daily "
