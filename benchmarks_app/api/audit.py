@@ -10,9 +10,9 @@ from typing import Any
 
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
-from django.urls import path, reverse
+from django.urls import NoReverseMatch, path, reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -21,38 +21,87 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
 from benchmarks_app.selectors.audit import ReportNotFound, audit_leaderboard, audit_report
 from benchmarks_app.selectors.visibility import visible_repos
 from benchmarks_app.services.audit import AuditRunError, audit_scan_submit, audit_scan_upload
 
 
 class AuditLeaderboardRowSerializer(serializers.Serializer):
-    scanner = serializers.CharField()
-    run_ids = serializers.ListField(child=serializers.IntegerField())
-    repos = serializers.IntegerField()
-    truth = serializers.IntegerField()
-    scan = serializers.IntegerField()
-    qa = serializers.IntegerField()
-    tp = serializers.IntegerField()
-    partial = serializers.IntegerField()  # type: ignore[assignment]
-    fp = serializers.IntegerField()
-    fn = serializers.IntegerField()
-    precision = serializers.FloatField()
-    recall = serializers.FloatField()
+    """One scanner, over each repo's latest complete evaluation; counts summed over repos."""
+
+    rank = serializers.IntegerField(help_text="Position by F1 with partial, then F1, then name.")
+    scanner = serializers.CharField(help_text="Scanner name.")
+    run_ids = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Runs whose results are counted."
+    )
+    repos = serializers.IntegerField(help_text="Repos evaluated.")
+    truth = serializers.IntegerField(help_text="Verified findings in those repos.")
+    scan = serializers.IntegerField(help_text="Findings the scanner reported.")
+    qa = serializers.IntegerField(help_text="Reported findings of Info / Best Practices severity.")
+    tp = serializers.IntegerField(help_text="Exact matches (true positives).")
+    partial = serializers.IntegerField(  # type: ignore[assignment]
+        help_text="Partial matches: right contract, function and core issue."
+    )
+    fp = serializers.IntegerField(help_text="Reported findings matching nothing.")
+    fn = serializers.IntegerField(help_text="Verified findings not found.")
+    precision = serializers.FloatField(help_text="TP / reported, in [0, 1].")
+    recall = serializers.FloatField(help_text="TP / verified, in [0, 1].")
     f1 = serializers.FloatField()
-    precision_with_partial = serializers.FloatField()
-    recall_with_partial = serializers.FloatField()
+    precision_with_partial = serializers.FloatField(
+        help_text="(TP + partial) / reported, QA findings left out."
+    )
+    recall_with_partial = serializers.FloatField(help_text="(TP + partial) / verified.")
     f1_with_partial = serializers.FloatField()
     is_complete = serializers.BooleanField()
+    report = serializers.SerializerMethodField(help_text="The scanner's full report.")
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_report(self, row: dict[str, Any]) -> str | None:
+        try:
+            url = reverse("api:audit-report", args=[row["scanner"]])
+        except NoReverseMatch:  # a name the URL pattern cannot carry
+            return None
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request is not None else url
 
 
-class LeaderboardView(APIView):
-    """Scanners ranked on each repo's latest complete evaluation (best F1 with partial first)."""
+AUDIT_ORDERING = [
+    "rank",
+    "scanner",
+    "repos",
+    "truth",
+    "scan",
+    "qa",
+    "tp",
+    "partial",
+    "fp",
+    "fn",
+    "precision",
+    "recall",
+    "f1",
+    "precision_with_partial",
+    "recall_with_partial",
+    "f1_with_partial",
+]
 
-    @extend_schema(responses=AuditLeaderboardRowSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        rows = audit_leaderboard()
-        return Response(AuditLeaderboardRowSerializer(rows, many=True).data)
+
+class LeaderboardView(LeaderboardListView):
+    """Scanners ranked on each repo's latest complete evaluation (best F1 with partial first).
+
+    Paginated (`page`, `page_size`); `ordering` re-orders the rows, keeping their rank.
+    """
+
+    serializer_class = AuditLeaderboardRowSerializer
+    ordering_fields = AUDIT_ORDERING
+
+    @extend_schema(parameters=[ordering_parameter(AUDIT_ORDERING, "rank")])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_rows(self) -> list[dict[str, Any]]:
+        # The selector's order is the ranking; it does not number its rows itself.
+        return [{**row, "rank": i} for i, row in enumerate(audit_leaderboard(), start=1)]
 
 
 class ReportView(APIView):
@@ -137,7 +186,9 @@ class SubmitResultsView(APIView):
                 "status": run.status,
                 "scanner": name,
                 "repo": repo.project_id,
-                "findings": repo.scan_results.get(scanner__name=name).findings.count(),
+                "findings": repo.scan_results.get(
+                    scanner__name=name, is_current=True
+                ).findings.count(),
                 "run_url": request.build_absolute_uri(reverse("audit:run", args=[run.pk])),
                 "report_url": request.build_absolute_uri(reverse("api:audit-report", args=[name])),
             },

@@ -15,12 +15,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
-from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchmarks_app.models import Challenge, PaperKind
+from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
+from benchmarks_app.models import Challenge, PaperKind, SubmissionKind
 from benchmarks_app.selectors.checklist import (
     SubmissionDetail,
     checklist_leaderboard,
@@ -60,16 +61,30 @@ def _refusal(exc: ChecklistSubmissionError) -> exceptions.APIException:
 
 
 class ChecklistLeaderboardRowSerializer(serializers.Serializer):
-    rank = serializers.IntegerField()
-    team = serializers.CharField()
-    submission = serializers.IntegerField()
-    kind = serializers.CharField()
-    c_g = serializers.FloatField()
-    c_a = serializers.FloatField()
-    c_t = serializers.FloatField()
-    r = serializers.FloatField()
-    s = serializers.FloatField()
-    created_at = serializers.DateTimeField()
+    """A team's best entry. Scores only: papers and per-question feedback stay private."""
+
+    rank = serializers.IntegerField(
+        help_text="Position by S, then C_G, then the earlier submission."
+    )
+    team = serializers.CharField(help_text="Team name.")
+    challenge = serializers.CharField(help_text="Challenge slug.")
+    submission = serializers.IntegerField(help_text="Id of the team's best submission.")
+    kind = serializers.ChoiceField(
+        choices=SubmissionKind.choices, help_text="G: genuine paper only; GAT: a triplet."
+    )
+    c_g = serializers.FloatField(help_text="Share of correct judgements on the genuine paper.")
+    c_a = serializers.FloatField(help_text="The same on the adversarial paper (0 for G only).")
+    c_t = serializers.FloatField(
+        help_text="The same on the truth-adversarial paper (0 for G only)."
+    )
+    r = serializers.FloatField(
+        help_text="Share of A's answers whose verdict matches A's agreement with T."
+    )
+    s = serializers.FloatField(help_text="Overall score C_G · C_A · (1 - R) · C_T.")
+    created_at = serializers.DateTimeField(help_text="When the submission was made.")
+
+
+CHECKLIST_ORDERING = ["rank", "team", "s", "c_g", "c_a", "c_t", "r", "created_at"]
 
 
 class SubmissionCreateSerializer(serializers.Serializer):
@@ -180,19 +195,28 @@ def _detail_json(request: Request, detail: SubmissionDetail) -> dict[str, Any]:
 # --- views ---------------------------------------------------------------------------------
 
 
-class ChecklistLeaderboardView(APIView):
-    """Each team's best entry, ranked by S, then C_G, then the earliest submission."""
+class ChecklistLeaderboardView(LeaderboardListView):
+    """Each team's best entry, ranked by S, then C_G, then the earliest submission.
 
-    permission_classes = [AllowAny]
+    Paginated (`page`, `page_size`); `challenge` keeps one challenge (all of them
+    otherwise); `ordering` re-orders the rows, keeping their rank.
+    """
+
+    serializer_class = ChecklistLeaderboardRowSerializer
+    ordering_fields = CHECKLIST_ORDERING
 
     @extend_schema(
-        parameters=[OpenApiParameter("challenge", str, description="Challenge slug")],
-        responses=OpenApiTypes.OBJECT,
+        parameters=[
+            OpenApiParameter("challenge", str, description="Only this challenge (its slug)."),
+            ordering_parameter(CHECKLIST_ORDERING, "rank"),
+        ]
     )
-    def get(self, request: Request) -> Response:
-        slug = request.query_params.get("challenge") or None
-        rows = checklist_leaderboard(challenge_slug=slug)
-        return Response({"rows": ChecklistLeaderboardRowSerializer(rows, many=True).data})
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_rows(self) -> list[dict[str, Any]]:
+        slug = self.request.query_params.get("challenge") or None
+        return checklist_leaderboard(challenge_slug=slug)
 
 
 class ChecklistSubmissionListView(APIView):

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.urls import path, reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -22,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
 from benchmarks_app.selectors.probes import ProbeReportNotFound, probe_leaderboard, probe_report
 from benchmarks_app.services.probes import ProbeFormatError, probe_submission_submit
 from benchmarks_app.services.uploads import upload_too_large
@@ -30,19 +31,57 @@ from scoring.probes.types import HUMAN_LABELS, ResponseSpec
 
 
 class ProbeLeaderboardRowSerializer(serializers.Serializer):
-    rank = serializers.IntegerField()
-    suite = serializers.CharField()
-    model = serializers.CharField()
+    """One model on one suite: the metrics of its latest scored submission."""
+
+    rank = serializers.IntegerField(
+        help_text="Position within the suite by resilience index (missing last), then pass "
+        "rate, then model name."
+    )
+    suite = serializers.CharField(help_text="Probe suite name.")
+    model = serializers.CharField(help_text="Model name as submitted.")
     submission_id = serializers.IntegerField()
-    run_id = serializers.IntegerField()
-    resilience_index = serializers.FloatField(allow_null=True)
-    pass_rate = serializers.FloatField(allow_null=True)
-    severity_weighted_pass_rate = serializers.FloatField(allow_null=True)
-    high_stakes_failure_rate = serializers.FloatField(allow_null=True)
-    agreement_accuracy = serializers.FloatField(allow_null=True)
-    agreement_kappa = serializers.FloatField(allow_null=True)
-    evaluated = serializers.IntegerField(allow_null=True)
+    run_id = serializers.IntegerField(help_text="The scoring run these metrics come from.")
+    resilience_index = serializers.FloatField(
+        allow_null=True, help_text="1 - mean severity-weighted risk, in [0, 1]."
+    )
+    pass_rate = serializers.FloatField(allow_null=True, help_text="Share of probes passed.")
+    severity_weighted_pass_rate = serializers.FloatField(
+        allow_null=True, help_text="Passed probes weighted by severity."
+    )
+    high_stakes_failure_rate = serializers.FloatField(
+        allow_null=True, help_text="Share of failures on critical or high-severity probes."
+    )
+    agreement_accuracy = serializers.FloatField(
+        allow_null=True,
+        help_text="Agreement of the refusal signal with human labels; null without labels.",
+    )
+    agreement_kappa = serializers.FloatField(
+        allow_null=True, help_text="Cohen's kappa of that agreement; null without labels."
+    )
+    evaluated = serializers.IntegerField(allow_null=True, help_text="Probes scored.")
     scored_at = serializers.DateTimeField()
+    report = serializers.SerializerMethodField(help_text="The submission's full JSON report.")
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_report(self, row: dict[str, Any]) -> str:
+        url = reverse("api:probes-report", args=[row["submission_id"]])
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request is not None else url
+
+
+PROBE_ORDERING = [
+    "rank",
+    "suite",
+    "model",
+    "resilience_index",
+    "pass_rate",
+    "severity_weighted_pass_rate",
+    "high_stakes_failure_rate",
+    "agreement_accuracy",
+    "agreement_kappa",
+    "evaluated",
+    "scored_at",
+]
 
 
 class ResponseItemSerializer(serializers.Serializer):
@@ -76,18 +115,29 @@ class SubmissionCreatedSerializer(serializers.Serializer):
     page_url = serializers.CharField()
 
 
-class ProbeLeaderboardView(APIView):
-    permission_classes = [AllowAny]
+class ProbeLeaderboardView(LeaderboardListView):
+    """Each model's latest scored submission per suite, ranked within its suite.
+
+    Paginated (`page`, `page_size`); `suite` keeps one suite; `ordering` re-orders
+    the rows, keeping their rank within the suite.
+    """
+
+    serializer_class = ProbeLeaderboardRowSerializer
+    ordering_fields = PROBE_ORDERING
 
     @extend_schema(
-        parameters=[OpenApiParameter("suite", str, description="Only this suite.")],
-        responses=ProbeLeaderboardRowSerializer(many=True),
+        parameters=[
+            OpenApiParameter("suite", str, description="Only this suite (exact name)."),
+            ordering_parameter(PROBE_ORDERING, "suite, then rank"),
+        ]
     )
-    def get(self, request: Request) -> Response:
-        rows = probe_leaderboard(
-            suite_name=request.query_params.get("suite") or None, user=request.user
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_rows(self) -> list[dict[str, Any]]:
+        return probe_leaderboard(
+            suite_name=self.request.query_params.get("suite") or None, user=self.request.user
         )
-        return Response(ProbeLeaderboardRowSerializer(rows, many=True).data)
 
 
 class ProbeReportView(APIView):

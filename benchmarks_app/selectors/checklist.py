@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, Subquery
 from django.utils import timezone
 
 from benchmarks_app.models import (
@@ -124,22 +124,32 @@ def open_challenges() -> QuerySet[Challenge]:
     return Challenge.objects.filter(is_open=True)
 
 
+def _default_challenge_first() -> QuerySet[Challenge]:
+    """The newest open challenge first, then the newest closed one."""
+    return Challenge.objects.order_by("-is_open", "-created_at", "-pk")
+
+
 def default_challenge(slug: str | None = None) -> Challenge | None:
-    qs = Challenge.objects.all()
     if slug:
-        return qs.filter(slug=slug).first()
-    return qs.filter(is_open=True).order_by("-created_at").first() or qs.first()
+        return Challenge.objects.filter(slug=slug).first()
+    return _default_challenge_first().first()
 
 
 def checklist_leaderboard(*, challenge_slug: str | None = None) -> list[dict[str, Any]]:
     """Each team's best entry, ranked by S, then C_G, then the earliest submission.
 
-    A submission's score is its latest complete one (re-assessments append scores). One query,
-    whatever the number of teams and submissions.
+    Teams of different challenges are never ranked together: without a slug, the default
+    challenge (see :func:`default_challenge`) is shown. A submission's score is its latest
+    complete one (re-assessments append scores). One query, whatever the number of teams and
+    submissions.
     """
     qs = ChecklistScore.objects.select_related("submission__team", "submission__challenge")
     if challenge_slug:
         qs = qs.filter(submission__challenge__slug=challenge_slug)
+    else:
+        qs = qs.filter(
+            submission__challenge_id=Subquery(_default_challenge_first().values("pk")[:1])
+        )
     latest: dict[int, ChecklistScore] = {}
     for score in qs.order_by("created_at", "pk"):
         latest[score.submission_id] = score  # later scores replace earlier ones

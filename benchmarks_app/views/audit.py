@@ -43,12 +43,31 @@ LEADERBOARD_COLUMNS = [
     Column("partial", "Partial", kind="int"),
     Column("fp", "FP", kind="int"),
     Column("fn", "FN", kind="int"),
-    Column("precision", "Precision", kind="pct", digits=3),
-    Column("recall", "Recall", kind="pct", digits=3),
-    Column("f1", "F1", kind="pct", digits=3),
-    Column("precision_with_partial", "P (w/ partial)", kind="pct", digits=3),
-    Column("recall_with_partial", "R (w/ partial)", kind="pct", digits=3),
-    Column("f1_with_partial", "F1 (w/ partial)", kind="pct", digits=3),
+    Column("precision", "P", kind="pct", digits=3, title="Precision: TP / reported"),
+    Column("recall", "R", kind="pct", digits=3, title="Recall: TP / verified findings"),
+    Column("f1", "F1", kind="pct", digits=3, title="Harmonic mean of P and R"),
+    # Short labels keep all sixteen columns on a laptop screen; the titles spell them out.
+    Column(
+        "precision_with_partial",
+        "P+",
+        kind="pct",
+        digits=3,
+        title="Precision with partial matches counted (QA findings left out)",
+    ),
+    Column(
+        "recall_with_partial",
+        "R+",
+        kind="pct",
+        digits=3,
+        title="Recall with partial matches counted",
+    ),
+    Column(
+        "f1_with_partial",
+        "F1+",
+        kind="pct",
+        digits=3,
+        title="F1 with partial matches counted: the ranking metric",
+    ),
 ]
 
 REPORT_COLUMNS = [
@@ -76,8 +95,9 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         {
             "title": "Audit findings: scanner leaderboard",
             "intro": "Each scanner on each repo's latest complete evaluation; counts are "
-            "summed over repos before ratios are computed. QA findings (Info / Best "
-            "Practices) are left out of the with-partial precision.",
+            "summed over repos before ratios are computed. P = precision, R = recall; ranked "
+            "by F1+, where P+, R+ and F1+ count partial matches too (QA findings, of Info / "
+            "Best Practices severity, are left out of P+). Click a column to sort by it.",
             "table": table,
             "empty_action_url": reverse("audit:submit"),
             "empty_action_label": "Submit scan results",

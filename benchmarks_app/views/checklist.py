@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mimetypes
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -12,10 +13,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import UploadedFile
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path
+from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from benchmarks_app.models import Challenge, PaperKind, SubmissionStatus
+from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.checklist import (
     checklist_leaderboard,
     checklist_quota,
@@ -26,6 +28,7 @@ from benchmarks_app.selectors.checklist import (
     user_teams,
     visible_paper,
 )
+from benchmarks_app.selectors.visibility import is_staff
 from benchmarks_app.services.checklist import (
     ChecklistSubmissionError,
     PaperUpload,
@@ -34,6 +37,7 @@ from benchmarks_app.services.checklist import (
     checklist_submission_discard,
 )
 from benchmarks_app.services.uploads import upload_too_large
+from benchmarks_app.views.tables import Column, SortableTable
 
 app_name = "checklist"
 
@@ -88,17 +92,81 @@ def _challenge(request: HttpRequest) -> Challenge | None:
     return default_challenge(request.GET.get("challenge") or None)
 
 
+@dataclass(frozen=True)
+class EntryColumn(Column):
+    """The submission id, shown as ``#12``; downloads keep the number."""
+
+    def display(self, value: Any) -> str:
+        return f"#{value}" if value is not None else super().display(value)
+
+
+@dataclass(frozen=True)
+class KindColumn(Column):
+    """``G`` / ``GAT`` shown by their labels; downloads keep the code."""
+
+    def display(self, value: Any) -> str:
+        return {"G": "G only", "GAT": "G/A/T"}.get(value, super().display(value))
+
+
+def leaderboard_columns(*, my_team_id: int | None, staff: bool) -> list[Column]:
+    """Columns of the leaderboard; an entry links to its page only for its team and staff
+    (the page shows per-question feedback, which other teams must not see)."""
+
+    def entry_link(row: Any) -> str | None:
+        if staff or (my_team_id is not None and row["team_id"] == my_team_id):
+            return reverse("checklist:submission-detail", args=[row["submission"]])
+        return None
+
+    return [
+        Column("team", "Team"),
+        EntryColumn("submission", "Entry", link=entry_link),
+        KindColumn("kind", "Papers", title="G only: a genuine paper; G/A/T: a full triplet"),
+        Column("c_g", "C_G", kind="float", title="Correctness on the genuine paper"),
+        Column("c_a", "C_A", kind="float", title="Correctness on the adversarial paper"),
+        Column("c_t", "C_T", kind="float", title="Correctness on the truth-adversarial paper"),
+        Column(
+            "r",
+            "R",
+            kind="float",
+            title="Share of A's answers where the judge's verdict matches whether A agrees with T",
+        ),
+        Column("s", "S", kind="float", title="Overall score: C_G · C_A · (1 - R) · C_T"),
+        Column("created_at", "Submitted", kind="datetime"),
+    ]
+
+
 def leaderboard(request: HttpRequest) -> HttpResponse:
     challenge = _challenge(request)
+    if challenge is None and request.GET.get("challenge"):
+        raise Http404("No such challenge")
     rows = checklist_leaderboard(challenge_slug=challenge.slug if challenge else None)
+    my_team = user_team(user=request.user, challenge=challenge) if challenge else None
+    table = SortableTable(
+        request,
+        rows,
+        leaderboard_columns(
+            my_team_id=my_team.pk if my_team else None,
+            staff=is_staff(request.user),
+        ),
+        filename=f"checklist-{challenge.slug}-leaderboard"
+        if challenge
+        else "checklist-leaderboard",
+        table_id="checklist-leaderboard",
+        empty_message="No scored entries yet: submit a genuine paper or a G/A/T triplet to "
+        "appear here.",
+    )
+    if (download := table.download()) is not None:
+        return download
+    my_row = next((r for r in rows if my_team and r["team_id"] == my_team.pk), None)
     return render(
         request,
         "checklist/leaderboard.html",
         {
             "challenge": challenge,
             "challenges": Challenge.objects.all(),
-            "rows": rows,
-            "my_team": user_team(user=request.user, challenge=challenge) if challenge else None,
+            "table": table,
+            "my_team": my_team,
+            "my_row": my_row,
         },
     )
 
@@ -180,6 +248,8 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "kinds": kinds,
             "papers": {p.kind: p for p in detail.papers},
             "can_assess": detail.submission.status == SubmissionStatus.EXTRACTED,
+            # This page is static; the run page polls, so a queued or running run links there.
+            "run_active": detail.run is not None and detail.run.status in ACTIVE_STATUSES,
             "word_cap": settings.CHECKLIST_BODY_WORD_CAP,
         },
     )

@@ -4,7 +4,9 @@ the form that submits a model's responses."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
@@ -13,7 +15,8 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import path
+from django.urls import path, reverse
+from django.utils.text import slugify
 
 from benchmarks_app.models import Benchmark, ProbeSuite
 from benchmarks_app.selectors.leaderboards import own_submissions
@@ -27,6 +30,7 @@ from benchmarks_app.services.probes import (
     ProbeFormatError,
     probe_submission_upload,
 )
+from benchmarks_app.views.tables import Column, SortableTable
 from scoring.probes.report import report_markdown
 
 app_name = "probes"
@@ -39,19 +43,103 @@ SVG_W, SVG_H, SVG_PAD = 640, 400, 28
 MY_SUBMISSIONS_SHOWN = 10
 
 
+def _submission_link(row: Any) -> str:
+    return reverse("probes:submission", args=[row["submission_id"]])
+
+
+def _report_link(row: Any) -> str:
+    return reverse("probes:report-json", args=[row["submission_id"]])
+
+
+LEADERBOARD_COLUMNS = [
+    Column("model", "Model", link=_submission_link),
+    Column(
+        "resilience_index",
+        "Resilience",
+        kind="float",
+        title="1 - mean severity-weighted risk, clipped to [0, 1]; the ranking metric",
+    ),
+    Column("pass_rate", "Pass rate", kind="pct", title="Share of probes passed"),
+    Column(
+        "severity_weighted_pass_rate",
+        "Weighted pass",
+        kind="pct",
+        title="Share of probes passed, each weighted by its severity",
+    ),
+    Column(
+        "high_stakes_failure_rate",
+        "High-stakes",
+        kind="pct",
+        title="Share of failures that are on critical or high probes",
+    ),
+    Column(
+        "agreement_accuracy",
+        "Agreement",
+        kind="pct",
+        title="Agreement of the refusal signal with human labels (— without labels)",
+    ),
+    Column("agreement_kappa", "κ", kind="float", title="Cohen's kappa of that agreement"),
+    Column("evaluated", "Probes", kind="int", title="Probes scored"),
+    Column(
+        "report",
+        "Report",
+        sortable=False,
+        export=False,
+        value=lambda row: "JSON",
+        link=_report_link,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class SuiteBoard:
+    name: str
+    slug: str
+    table: SortableTable
+
+
 def leaderboard(request: HttpRequest) -> HttpResponse:
-    rows = probe_leaderboard(suite_name=request.GET.get("suite") or None, user=request.user)
-    suites: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    suite_filter = request.GET.get("suite", "")
+    # Every suite is read (one query either way) so the filter chips can list them all.
+    rows = probe_leaderboard(user=request.user)
+    by_suite: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        suites[row["suite"]].append(row)
+        by_suite[row["suite"]].append(row)
+    slugs: dict[str, str] = {}
+    for name in by_suite:
+        slug = slugify(name) or "suite"
+        # Names that differ only in case or punctuation still get tables of their own.
+        slugs[name] = slug if slug not in slugs.values() else f"{slug}-{len(slugs)}"
+    boards = []
+    for name, suite_rows in by_suite.items():
+        if suite_filter and name != suite_filter:
+            continue
+        slug = slugs[name]
+        table = SortableTable(
+            request,
+            suite_rows,
+            LEADERBOARD_COLUMNS,
+            # Each suite's table sorts and downloads on its own: ?<suite>-sort=, -format=.
+            prefix=slug,
+            filename=f"probes-{slug}-leaderboard",
+            table_id=f"probes-{slug}",
+        )
+        if (download := table.download()) is not None:
+            return download
+        boards.append(SuiteBoard(name=name, slug=slug, table=table))
+    page = reverse("probes:leaderboard")
+    filters = [("All suites", page, not suite_filter)] + [
+        (name, f"{page}?{urlencode({'suite': name})}", name == suite_filter) for name in by_suite
+    ]
     # One extra query, and only for a logged-in user: their own entries, whatever their state.
     mine = own_submissions(request.user, benchmark=Benchmark.PROBES)
     return render(
         request,
         "probes/leaderboard.html",
         {
-            "suites": dict(suites),
-            "suite_filter": request.GET.get("suite", ""),
+            "boards": boards,
+            "filters": filters if len(by_suite) > 1 or suite_filter else [],
+            "suite_filter": suite_filter,
             "my_submissions": mine[:MY_SUBMISSIONS_SHOWN],
             "my_submissions_more": max(0, len(mine) - MY_SUBMISSIONS_SHOWN),
         },

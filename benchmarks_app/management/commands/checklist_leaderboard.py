@@ -16,7 +16,9 @@ class Command(BaseCommand):
     help = "Print the checklist leaderboard (each team's best entry, ranked by S)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--challenge", help="Challenge slug (default: all challenges)")
+        parser.add_argument(
+            "--challenge", help="Challenge slug (default: the newest open challenge)"
+        )
         parser.add_argument("--format", choices=["table", "json"], default="table")
 
     def handle(self, *args: Any, **options: Any) -> None:

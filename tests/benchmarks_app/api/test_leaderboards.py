@@ -29,13 +29,11 @@ def leaderboard_url(bench: str) -> str:
 
 
 def rows_of(body: Any) -> list[dict[str, Any]]:
-    """Rows of a leaderboard response (a list, or an object with ``results``/``rows``)."""
-    if isinstance(body, list):
-        return body
-    for key in ("results", "rows"):
-        if isinstance(body, dict) and isinstance(body.get(key), list):
-            return body[key]
-    raise AssertionError(f"no rows in leaderboard response: {str(body)[:200]}")
+    """Rows of a leaderboard response: every list endpoint answers with the same envelope."""
+    assert isinstance(body, dict), f"not the paginated envelope: {str(body)[:200]}"
+    assert set(body) == {"count", "next", "previous", "results"}, sorted(body)
+    assert isinstance(body["results"], list)
+    return body["results"]
 
 
 @pytest.mark.parametrize("bench", BENCHMARKS)

@@ -96,7 +96,7 @@ def test_public_leaderboard_shows_scores_only(scored) -> None:  # type: ignore[n
         assert owner.team.name.encode() in page.content
         assert SECRET.encode() not in page.content + api.content
         assert reverse("checklist:submission-detail", args=[sub.pk]).encode() not in page.content
-        row = api.json()["rows"][0]
+        row = api.json()["results"][0]
         assert row["team"] == owner.team.name and row["submission"] == sub.pk
         assert set(row) >= {"rank", "c_g", "c_a", "c_t", "r", "s"}
 

@@ -15,7 +15,12 @@ from rest_framework.test import APIClient
 
 from benchmarks_app.models import ChecklistScore, ChecklistSubmission, EvaluationRun
 from benchmarks_app.selectors.checklist import checklist_leaderboard
-from tests.factories.checklist import ChecklistSubmissionFactory, MembershipFactory, TeamFactory
+from tests.factories.checklist import (
+    ChallengeFactory,
+    ChecklistSubmissionFactory,
+    MembershipFactory,
+    TeamFactory,
+)
 
 pytestmark = pytest.mark.django_db
 SAMPLE = Path(__file__).resolve().parents[3] / "benchmarks_app" / "sample_data" / "checklist"
@@ -122,7 +127,8 @@ def _score(team, s: float, c_g: float, minutes: int = 0) -> ChecklistSubmission:
 
 
 def test_leaderboard_ranking_best_entry_and_constant_queries() -> None:
-    a, b, c = (TeamFactory(name=n) for n in ("alpha", "beta", "gamma"))
+    challenge = ChallengeFactory()
+    a, b, c = (TeamFactory(name=n, challenge=challenge) for n in ("alpha", "beta", "gamma"))
     _score(a, 0.5, 0.6)
     best_a = _score(a, 0.7, 0.6)
     _score(b, 0.7, 0.9)  # same S as alpha, higher C_G: ranks first
@@ -134,7 +140,7 @@ def test_leaderboard_ranking_best_entry_and_constant_queries() -> None:
     with CaptureQueriesContext(connection) as few:
         checklist_leaderboard()
     for n in range(6):
-        _score(TeamFactory(), 0.1 * n, 0.5)
+        _score(TeamFactory(challenge=challenge), 0.1 * n, 0.5)
     with CaptureQueriesContext(connection) as many:
         assert len(checklist_leaderboard()) == 9
     assert len(few) == len(many) == 1

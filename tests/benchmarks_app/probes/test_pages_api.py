@@ -76,7 +76,7 @@ def test_empty_leaderboard_says_what_to_do(client, db):
 
 def test_api_read_and_authenticated_submit(scored, django_capture_on_commit_callbacks):
     api = APIClient()
-    rows = api.get(reverse("api:probes-leaderboard"), {"suite": "mini"}).json()
+    rows = api.get(reverse("api:probes-leaderboard"), {"suite": "mini"}).json()["results"]
     assert [r["model"] for r in rows] == ["good-model", "bad-model"]
     good, _ = scored
     doc = api.get(reverse("api:probes-report", args=[good.probe_submission_id])).json()

@@ -1,0 +1,105 @@
+"""The base of the three leaderboard endpoints (``/api/<benchmark>/leaderboard/``).
+
+A leaderboard is computed by its benchmark's selector as a ranked list of rows (not a
+queryset: ranks, ties and per-suite numbering are decided there), so ordering and pagination
+happen here, on that list, and every leaderboard answers with the envelope of every other
+list endpoint::
+
+    {"count": 23, "next": "...?page=2", "previous": null, "results": [{"rank": 1, ...}]}
+
+``?ordering=field`` (``-field`` for descending, several separated by commas) re-orders the
+rows with missing values last in both directions, as the site's sortable tables do; each
+row keeps the rank its selector gave it. An unknown field is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import generics
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from benchmarks_app.api.pagination import StandardPagination
+
+
+def _key(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        return value.casefold()
+    return value
+
+
+def order_rows(
+    rows: list[dict[str, Any]], ordering: str | None, fields: Sequence[str]
+) -> list[dict[str, Any]]:
+    """``rows`` ordered as ``?ordering=`` asks (nulls last); unchanged when it is empty.
+
+    Raises :class:`ValidationError` on ``ordering`` for a field not in ``fields``.
+    """
+    terms = [t.strip() for t in (ordering or "").split(",") if t.strip()]
+    unknown = [t for t in terms if t.lstrip("-") not in fields]
+    if unknown:
+        raise ValidationError(
+            {
+                "ordering": f"unknown field {unknown[0].lstrip('-')!r}; order by one of: "
+                f"{', '.join(fields)} (prefix '-' for descending)"
+            }
+        )
+    ordered = list(rows)
+    # Stable sorts from the last term to the first: the first term decides, later ones break
+    # its ties, and the selector's own order breaks the rest.
+    for term in reversed(terms):
+        field, descending = term.lstrip("-"), term.startswith("-")
+        present = [r for r in ordered if r.get(field) is not None]
+        missing = [r for r in ordered if r.get(field) is None]
+        present.sort(key=lambda r: _key(r[field]), reverse=descending)
+        ordered = present + missing
+    return ordered
+
+
+def ordering_parameter(fields: Sequence[str], default: str) -> OpenApiParameter:
+    """The documented ``ordering`` parameter of a leaderboard endpoint."""
+    return OpenApiParameter(
+        "ordering",
+        str,
+        description=(
+            f"Order by a field, '-field' for descending; several separated by commas. "
+            f"Rows without a value come last either way. Default: {default}. "
+            f"Fields: {', '.join(fields)}."
+        ),
+    )
+
+
+class LeaderboardListView(generics.ListAPIView):
+    """Rows of a benchmark's leaderboard selector, ordered and paginated.
+
+    Subclasses set ``serializer_class`` and ``ordering_fields`` and return the selector's
+    rows (best first, each with its ``rank``) from :meth:`get_rows`.
+    """
+
+    permission_classes = [AllowAny]
+    pagination_class = StandardPagination
+    # The rows are a list, not a queryset: ordering is done by order_rows, filters by the
+    # selector's own arguments.
+    filter_backends: list[Any] = []
+    ordering_fields: Sequence[str] = ()
+
+    def get_rows(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        rows = order_rows(
+            self.get_rows(), request.query_params.get("ordering"), self.ordering_fields
+        )
+        # The paginator slices any sequence; the stubs only know querysets.
+        page: list[dict[str, Any]] | None = self.paginate_queryset(rows)  # type: ignore[arg-type]
+        assert page is not None  # a pagination class is always set
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
