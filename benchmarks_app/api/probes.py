@@ -15,7 +15,7 @@ from django.urls import path, reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
@@ -24,7 +24,11 @@ from rest_framework.views import APIView
 
 from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
 from benchmarks_app.selectors.probes import ProbeReportNotFound, probe_leaderboard, probe_report
-from benchmarks_app.services.probes import ProbeFormatError, probe_submission_submit
+from benchmarks_app.services.probes import (
+    ProbeFormatError,
+    ProbeOwnershipError,
+    probe_submission_submit,
+)
 from benchmarks_app.services.uploads import upload_too_large
 from scoring.probes.io import FORMATS, detect_format
 from scoring.probes.types import HUMAN_LABELS, ResponseSpec
@@ -188,6 +192,8 @@ class ProbeSubmissionCreateView(APIView):
             run = probe_submission_submit(
                 suite_name=data["suite"], model_name=data["model"], owner=request.user, **kwargs
             )
+        except ProbeOwnershipError as exc:
+            raise PermissionDenied({exc.field: exc.message}) from None
         except ProbeFormatError as exc:
             field = "file" if data.get("file") else "responses"
             if any(e.startswith("field 'suite'") for e in exc.errors):

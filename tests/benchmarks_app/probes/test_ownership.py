@@ -127,12 +127,6 @@ def test_api_refuses_another_user_stores_nothing_and_keeps_the_row(curated, owne
     assert {m: board_row(m) for m in rows_before} == rows_before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="benchmarks_app/api/probes.py must map ProbeOwnershipError (a PermissionError) to "
-    "PermissionDenied({exc.field: exc.message}) before its `except ProbeFormatError`, as "
-    "api/audit.py does; remove this marker once it does",
-)
 def test_api_answers_403_on_the_model_field(curated, eve):
     answer = api_post(eve, "gpt-4", BAD)
     assert answer.status_code == 403, answer.content
