@@ -229,12 +229,14 @@ def _measure(host: str, port: int, path: str) -> dict[str, Any]:
 
 
 def _endpoints() -> list[tuple[str, str | None]]:
+    """Each leaderboard's first page (what a client sees), then a 500-row page."""
     paths: list[tuple[str, str | None]] = []
-    for bench in ("audit", "probes", "checklist"):
-        try:
-            paths.append((bench, reverse(f"api:{bench}-leaderboard")))
-        except NoReverseMatch:
-            paths.append((bench, None))
+    for query in ("", "?page_size=500"):
+        for bench in ("audit", "probes", "checklist"):
+            try:
+                paths.append((f"{bench}{query}", reverse(f"api:{bench}-leaderboard") + query))
+            except NoReverseMatch:
+                paths.append((bench, None))
     return paths
 
 
@@ -266,19 +268,19 @@ def run(out: TextIO, *, entries: int = ENTRIES) -> None:
                 ("p95 ms", 9),
                 ("max ms", 9),
             )
-            out.write(f"{'endpoint':<34}" + "".join(f"{c:>{w}}" for c, w in columns) + "\n")
+            out.write(f"{'endpoint':<44}" + "".join(f"{c:>{w}}" for c, w in columns) + "\n")
             p95s = {}
             for bench, path in _endpoints():
                 if path is None:
                     out.write(
-                        f"{bench + ' leaderboard':<34} not available "
+                        f"{bench + ' leaderboard':<44} not available "
                         f"(no api:{bench}-leaderboard route)\n"
                     )
                     continue
                 m = _measure(host, port, path)
                 p95s[bench] = m["p95"]
                 out.write(
-                    f"{path:<34}{m['status']:>7}{m['bytes'] / 1024:>7.0f}{m['n']:>5}"
+                    f"{path:<44}{m['status']:>7}{m['bytes'] / 1024:>7.0f}{m['n']:>5}"
                     f"{m['p50']:>9.1f}{m['p95']:>9.1f}{m['max']:>9.1f}\n"
                 )
             if len(p95s) > 1:
