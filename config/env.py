@@ -6,6 +6,7 @@ check every variable without reloading Django's settings.
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,18 +64,39 @@ def env_list(env: Mapping[str, str], name: str, default: list[str]) -> list[str]
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def secret_key(env: Mapping[str, str], *, debug: bool) -> str:
-    """A real key is mandatory outside DEBUG; a throwaway one is generated for development."""
+def secret_key(env: Mapping[str, str], *, debug: bool, key_file: Path | None = None) -> str:
+    """A real key is mandatory outside DEBUG; in DEBUG one is generated once and kept.
+
+    The generated key is stored in ``key_file`` (git-ignored) because every process of the
+    site must share it: django-q2 signs queued tasks with it, so a web process and a
+    ``qcluster`` worker with different keys would reject each other's tasks.
+    """
     key = env.get("SECRET_KEY", "").strip()
     if key:
         return key
-    if debug:
+    if not debug:
+        raise ImproperlyConfiguredEnv(
+            "SECRET_KEY is required when DEBUG is off. Set SECRET_KEY to a long random string "
+            "(for example: python -c 'import secrets; print(secrets.token_urlsafe(50))'), "
+            "or set DEBUG=1 for local development."
+        )
+    if key_file is None:
         return "dev-insecure-" + secrets.token_urlsafe(40)
-    raise ImproperlyConfiguredEnv(
-        "SECRET_KEY is required when DEBUG is off. Set SECRET_KEY to a long random string "
-        "(for example: python -c 'import secrets; print(secrets.token_urlsafe(50))'), "
-        "or set DEBUG=1 for local development."
-    )
+    try:
+        stored = key_file.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        stored = ""
+    if stored:
+        return stored
+    generated = "dev-insecure-" + secrets.token_urlsafe(40)
+    try:
+        # O_EXCL: when two processes start at once, the first writer wins and both use its key.
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return key_file.read_text(encoding="utf-8").strip() or generated
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(generated)
+    return generated
 
 
 def database(env: Mapping[str, str], base_dir: Path) -> dict[str, Any]:

@@ -14,7 +14,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 ENV = os.environ
 
 DEBUG = envparse.env_bool(ENV, "DEBUG", False)
-SECRET_KEY = envparse.secret_key(ENV, debug=DEBUG)
+SECRET_KEY = envparse.secret_key(ENV, debug=DEBUG, key_file=BASE_DIR / ".dev-secret-key")
 ALLOWED_HOSTS = envparse.env_list(ENV, "ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = envparse.env_list(ENV, "CSRF_TRUSTED_ORIGINS", [])
 

@@ -23,11 +23,15 @@ def test_bool_int_float_list_parse_and_reject_garbage() -> None:
         envparse.env_int({"N": "0"}, "N", 1, minimum=1)
 
 
-def test_secret_key_required_without_debug_and_generated_with_it() -> None:
+def test_secret_key_required_without_debug_and_generated_with_it(tmp_path: Path) -> None:
     with pytest.raises(envparse.ImproperlyConfiguredEnv, match="SECRET_KEY is required"):
-        envparse.secret_key({}, debug=False)
-    generated = envparse.secret_key({}, debug=True)
+        envparse.secret_key({}, debug=False, key_file=tmp_path / "key")
+    assert not (tmp_path / "key").exists()
+    generated = envparse.secret_key({}, debug=True, key_file=tmp_path / "key")
     assert generated.startswith("dev-insecure-") and len(generated) > 40
+    # Every process (web, qcluster workers) must get the same key: it signs queued tasks.
+    assert envparse.secret_key({}, debug=True, key_file=tmp_path / "key") == generated
+    assert (tmp_path / "key").read_text() == generated
     assert envparse.secret_key({"SECRET_KEY": "s3cret"}, debug=False) == "s3cret"
 
 
