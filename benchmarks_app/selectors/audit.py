@@ -11,20 +11,28 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Max, Q
+from django.utils import timezone
 
 from benchmarks_app.models import (
     AuditRepoResult,
     AuditTruthResult,
+    Benchmark,
     EvaluationRun,
     MatchOutcome,
     Scanner,
+    TruthFinding,
 )
 from benchmarks_app.models.audit import AuditRunScan
 from benchmarks_app.selectors.visibility import truth_details_visible, visible_runs
 from scoring.audit.metrics import RATIO_KEYS, build_report, overall, pct
+
+# The run page's outcome for truth findings left behind a judge failure (never stored).
+NOT_JUDGED = "not_judged"
 
 
 class ReportNotFound(LookupError):
@@ -179,25 +187,109 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
             scan_version=version.version if version else None,
             scan_is_current=version.is_current if version else True,
         )
-    for r in sorted(latest.values(), key=lambda r: (r.truth_finding.order, r.truth_finding_id)):
+    ordered: dict[int, list[tuple[tuple[int, int], dict[str, Any]]]] = defaultdict(list)
+    for r in latest.values():
         section = sections.get(r.repo_id)
         if section is None:
             continue
         dropped = section.metrics and r.truth_finding_id in section.metrics.get(
             "dropped_partials", []
         )
-        section.rows.append(
-            {
-                "finding_id": r.truth_finding.finding_id,
-                "title": r.truth_finding.title,
-                "severity": r.truth_finding.severity,
-                "outcome": r.outcome,
-                "outcome_label": r.get_outcome_display(),
-                "dropped": bool(dropped),
-                "scan_index": r.scan_finding.index if r.scan_finding else None,
-                "scan_title": r.scan_finding.title if r.scan_finding else "",
-                "explanation": r.explanation if section.show_truth_text else "",
-                "votes": len(r.votes),
-            }
+        ordered[r.repo_id].append(
+            (
+                (r.truth_finding.order, r.truth_finding_id),
+                {
+                    "finding_id": r.truth_finding.finding_id,
+                    "title": r.truth_finding.title,
+                    "severity": r.truth_finding.severity,
+                    "outcome": r.outcome,
+                    "outcome_label": r.get_outcome_display(),
+                    "dropped": bool(dropped),
+                    "scan_index": r.scan_finding.index if r.scan_finding else None,
+                    "scan_title": r.scan_finding.title if r.scan_finding else "",
+                    "explanation": r.explanation if section.show_truth_text else "",
+                    "votes": len(r.votes),
+                },
+            )
         )
+    # A judge failure stops a repo; the truth findings after it have no result until the run
+    # is resumed. They are listed so that the table accounts for every truth finding.
+    stopped = [pk for pk, s in sections.items() if s.metrics is not None and not s.is_complete]
+    for t in TruthFinding.objects.filter(repo_id__in=stopped).exclude(pk__in=latest.keys()):
+        ordered[t.repo_id].append(
+            (
+                (t.order, t.pk),
+                {
+                    "finding_id": t.finding_id,
+                    "title": t.title,
+                    "severity": t.severity,
+                    "outcome": NOT_JUDGED,
+                    "outcome_label": "Not judged yet",
+                    "dropped": False,
+                    "scan_index": None,
+                    "scan_title": "",
+                    "explanation": "",
+                    "votes": 0,
+                },
+            )
+        )
+    for repo_id, rows in ordered.items():
+        sections[repo_id].rows = [row for _, row in sorted(rows, key=lambda item: item[0])]
     return run, list(sections.values())
+
+
+# --- participants' submissions ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditSubmissionQuota:
+    """A participant's audit submissions today (UTC day); ``daily_limit`` None: no limit."""
+
+    daily_limit: int | None
+    used_today: int
+    resets_at: datetime
+
+    @property
+    def remaining(self) -> int | None:
+        if self.daily_limit is None:
+            return None
+        return max(0, self.daily_limit - self.used_today)
+
+    @property
+    def exceeded_message(self) -> str:
+        return (
+            f"the daily limit of {self.daily_limit} audit submission(s) is reached "
+            f"({self.used_today} today); the next one is possible after "
+            f"{self.resets_at:%Y-%m-%d %H:%M} UTC"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "daily_limit": self.daily_limit,
+            "used_today": self.used_today,
+            "remaining": self.remaining,
+            "resets_at": self.resets_at.isoformat(),
+        }
+
+
+def audit_daily_limit() -> int | None:
+    """``AUDIT_DAILY_SUBMISSIONS`` (default 10; None: unlimited; 0: none allowed)."""
+    value = getattr(settings, "AUDIT_DAILY_SUBMISSIONS", 10)
+    return None if value is None else max(0, int(value))
+
+
+def audit_submission_quota(*, user: Any, now: datetime | None = None) -> AuditSubmissionQuota:
+    """Every audit run the user created today counts, whatever became of it: a run that the
+    judge failed still cost its calls. Refused submissions store no run and do not count."""
+    now = now or timezone.now()
+    day_start = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    used = EvaluationRun.objects.filter(
+        benchmark=Benchmark.AUDIT,
+        created_by_id=getattr(user, "pk", None),
+        created_at__gte=day_start,
+    ).count()
+    return AuditSubmissionQuota(
+        daily_limit=audit_daily_limit(),
+        used_today=used,
+        resets_at=day_start + timedelta(days=1),
+    )

@@ -7,6 +7,13 @@ scan finding out of every later pool (one-to-one); otherwise the first partial i
 whose votes cannot be obtained makes the truth finding *judge-failed*: it is neither a match
 nor a miss, and a resumed run judges it again.
 
+A judge failure stops the repo: the later truth findings are left unjudged (neither matches
+nor misses) until a resumed run has judged the failed one. Matching them anyway would let
+them take scan findings exactly that the failed one could have had in truth order, so the
+result would depend on when an API error happened; stopping keeps a failed-then-resumed run
+equal to an uninterrupted one. (The other remedy, judging again every outcome after the first
+failure on resume, would replace stored outcomes, and results are append-only.)
+
 :func:`postprocess` then drops partials on scan findings that an exact match used, keeps only
 the first partial per scan finding and lists the false positives.
 """
@@ -140,9 +147,15 @@ class RepoMatch:
     final: dict[object, str] = field(default_factory=dict)  # truth key → final outcome
     false_positives: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Truth keys left unjudged behind a judge-failed one (see the module docstring).
+    pending: list[object] = field(default_factory=list)
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.final.values() if o == outcome)
+
+    @property
+    def is_complete(self) -> bool:
+        return not self.pending and not self.count(JUDGE_FAILED)
 
 
 def postprocess(outcomes: Sequence[TruthOutcome], scans: Sequence[ScanItem]) -> RepoMatch:
@@ -192,15 +205,27 @@ async def match_repo(
 ) -> RepoMatch:
     """Match a repo; ``done`` holds outcomes from an earlier attempt that are kept as they are.
 
-    Judge-failed outcomes in ``done`` are judged again. Each new outcome is handed to
-    ``on_outcome`` as soon as it is known, so that a crash loses at most one truth finding.
+    Truth findings are judged in order, and the first judge-failed one stops the repo: the
+    ones after it are listed in ``RepoMatch.pending``, with no outcome. A resumed attempt
+    (``done``: the final outcomes stored so far) judges the failed one again and goes on
+    from there in truth order, so its result equals that of an attempt that never failed.
+    Each new outcome is handed to ``on_outcome`` as soon as it is known, so that a crash
+    loses at most one truth finding.
     """
     kept = {o.truth_key: o for o in done if not o.failed}
+    # With a stop at the first failure, ``kept`` is a prefix in truth order and this is what
+    # an uninterrupted attempt had used by then. (Runs stored before that rule may hold
+    # outcomes after a gap: their matches stay taken, which keeps the matching one-to-one.)
     used = {o.scan_index for o in kept.values() if o.outcome == MATCH}
     outcomes: list[TruthOutcome] = []
+    pending: list[object] = []
+    stopped_at: TruthOutcome | None = None
     for truth in truths:
         if truth.key in kept:
             outcomes.append(kept[truth.key])
+            continue
+        if stopped_at is not None:
+            pending.append(truth.key)
             continue
         pool = [s for s in scans if s.index not in used]
         outcome = await match_truth(
@@ -211,4 +236,19 @@ async def match_repo(
         if on_outcome is not None:
             await on_outcome(outcome)
         outcomes.append(outcome)
-    return postprocess(outcomes, scans)
+        if outcome.failed:
+            stopped_at = outcome
+    result = postprocess(outcomes, scans)
+    result.pending = pending
+    if stopped_at is not None and pending:
+        result.notes.append(
+            f"Judging stopped at truth {stopped_at.label} (the judge failed); "
+            f"{len(pending)} later truth finding(s) wait for it, since they are matched in "
+            "truth order. Resume the run to judge them."
+        )
+    if not scans:
+        result.notes.append(
+            "The scanner reported no findings for this repo: no false positives, and every "
+            "truth finding is a miss."
+        )
+    return result

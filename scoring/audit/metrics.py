@@ -2,7 +2,9 @@
 
 Counts are summed over repos before ratios are computed. QA findings (Info / Best Practices)
 count in ``scan`` and are left out of the with-partial precision denominator. Judge-failed
-truth findings stay in ``truth`` (the recall denominator) but are not counted as misses.
+truth findings, and those left unjudged behind them, stay in ``truth`` (the recall
+denominator) but are not counted as misses. Every ratio with a zero denominator (a scanner
+that reported nothing, a repo without truth findings) is 0.
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ def repo_metrics(
     tp: int,
     partial: int,
     judge_failed: int = 0,
+    not_judged: int = 0,
 ) -> dict[str, Any]:
+    """``judge_failed`` and ``not_judged`` (left behind a failure) are not misses."""
     truth, scan = len(truth_severities), len(scan_severities)
     counts: dict[str, Any] = {
         "repo": repo,
@@ -73,12 +77,13 @@ def repo_metrics(
         "tp": tp,
         "partial": partial,
         "fp": scan - tp - partial,
-        "fn": truth - tp - judge_failed,
+        "fn": truth - tp - judge_failed - not_judged,
     }
     row = with_ratios(counts)
     row["truth_severity_counts"] = severity_counts(truth_severities)
     row["scan_severity_counts"] = severity_counts(scan_severities)
     row["judge_failed"] = judge_failed
+    row["not_judged"] = not_judged
     return row
 
 

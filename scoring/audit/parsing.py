@@ -272,13 +272,29 @@ _SCAN_KNOWN = {
 }
 
 
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
 def parse_scan(data: Any) -> tuple[list[ScanRecord], dict[str, Any]]:
     """A list of findings, or ``{project, findings: [...], token_usage, ...}``."""
     metadata: dict[str, Any] = {}
     if isinstance(data, dict):
-        items = data.get("findings")
+        if "findings" not in data:
+            raise ParseError("findings: missing; expected a list of findings")
+        items = data["findings"]
         if not isinstance(items, list):
-            raise ParseError("findings: expected a list of findings")
+            raise ParseError(f"findings: expected a list of findings, got {_json_kind(items)}")
         metadata = {k: v for k, v in data.items() if k != "findings"}
     elif isinstance(data, list):
         items = data

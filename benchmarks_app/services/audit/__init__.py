@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from benchmarks_app.services.audit.evaluation import (
+    AuditQuotaExceeded,
     AuditRunError,
     audit_process_run,
     audit_run_create,
     audit_scan_submit,
     audit_scan_upload,
+    participant_openai_allowed,
 )
 from benchmarks_app.services.audit.importing import (
     ImportReport,
@@ -18,6 +20,7 @@ from benchmarks_app.services.audit.importing import (
 )
 
 __all__ = [
+    "AuditQuotaExceeded",
     "AuditRunError",
     "ImportReport",
     "audit_import_dataset",
@@ -28,4 +31,5 @@ __all__ = [
     "audit_scan_result_make_current",
     "audit_scan_submit",
     "audit_scan_upload",
+    "participant_openai_allowed",
 ]

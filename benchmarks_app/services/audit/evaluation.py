@@ -9,7 +9,10 @@ by ``JUDGE_CONCURRENCY``.
 Each truth finding's result is written as soon as it is known, so a crashed or failed run
 resumes where it stopped: truth findings with a final result are kept, judge-failed ones are
 judged again (new rows; the old ones stay as history), and repos with a complete result are
-skipped. Cached verdicts make the redone comparisons free.
+skipped. Cached verdicts make the redone comparisons free. Within a repo, a judge failure
+stops the matching (see :mod:`scoring.audit.matching`): nothing is stored for the later truth
+findings, and the resumed run judges them in truth order, so its result is the one an
+uninterrupted run would have had.
 
 A run judges the scan result versions that were current when it was created
 (:class:`AuditRunScan`); results imported later become new versions and never change what a
@@ -27,6 +30,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
@@ -43,6 +47,7 @@ from benchmarks_app.models import (
     TruthFinding,
 )
 from benchmarks_app.models.audit import AuditRunScan
+from benchmarks_app.selectors.audit import AuditSubmissionQuota, audit_submission_quota
 from benchmarks_app.services.audit.importing import ImportReport, import_scan_file
 from benchmarks_app.services.judging import DbJudgeCache, LedgerRecorder, ledger_recorder
 from benchmarks_app.services.runs import run_advance, run_create, run_finish, run_set_total
@@ -172,15 +177,74 @@ def _submit_scanner_name(*, user: Any, scanner_name: str) -> str:
     return name
 
 
-def _submit_judge(judge: str | None) -> None:
+def participant_openai_allowed(user: Any) -> bool:
+    """Whether ``user`` may have submissions judged by the paid ``openai`` judge.
+
+    Staff always may; participants only where the site opts in with
+    ``AUDIT_PARTICIPANT_OPENAI`` (every submission costs about truth x scan / batch x 2-3
+    calls, and the daily quota alone would still let every account spend that each day).
+    """
+    if getattr(user, "is_staff", False):
+        return True
+    return bool(_setting("AUDIT_PARTICIPANT_OPENAI", False))
+
+
+def _submit_judge(*, user: Any, judge: str | None) -> str:
+    """The judge of a submitted run, after checking that ``user`` may ask for it.
+
+    Without a choice the site's default is used, unless that default is one the user may not
+    ask for (``openai`` where participants do not get it): then ``offline``.
+    """
     if judge is None:
-        return
+        default = str(_setting("JUDGE_DEFAULT", "offline"))
+        try:
+            kind = parse_judge_spec(default).kind
+        except ValueError:
+            kind = ""
+        if kind in SUBMIT_JUDGES and (kind != "openai" or participant_openai_allowed(user)):
+            return default
+        return "offline"
     try:
         kind = parse_judge_spec(judge).kind
     except ValueError:
         kind = ""
     if kind not in SUBMIT_JUDGES:
         raise AuditRunError(f"judge: {judge!r} is not one of {', '.join(SUBMIT_JUDGES)}")
+    if kind == "openai":
+        # The same words as audit_run_create when the site has no OpenAI access at all.
+        if not (_setting("OPENAI_API_KEY", "") or _setting("OPENAI_BASE_URL", None)):
+            raise AuditRunError("judge: openai needs OPENAI_API_KEY (or OPENAI_BASE_URL) to be set")
+        if not participant_openai_allowed(user):
+            raise AuditRunError(
+                "judge: the openai judge is reserved for the site's staff here (every run "
+                "costs paid API calls); choose offline"
+            )
+    return judge
+
+
+class AuditQuotaExceeded(AuditRunError):
+    """The user's daily number of audit submissions is used up; ``quota`` says until when."""
+
+    def __init__(self, message: str, *, quota: AuditSubmissionQuota) -> None:
+        super().__init__(message)
+        self.quota = quota
+
+
+def _check_daily_quota(user: Any) -> None:
+    """Refuse a participant's submission past ``AUDIT_DAILY_SUBMISSIONS`` a (UTC) day.
+
+    Must run inside the submission's transaction: the lock on the user's row serializes one
+    user's concurrent submissions, so that the count and the new run happen with no other
+    submission of theirs in between (on SQLite the IMMEDIATE transaction already does).
+    """
+    if not getattr(user, "is_authenticated", False):
+        raise PermissionError("sign in to submit results")
+    if user.is_staff:
+        return
+    get_user_model().objects.select_for_update().get(pk=user.pk)
+    quota = audit_submission_quota(user=user)
+    if quota.remaining is not None and quota.remaining <= 0:
+        raise AuditQuotaExceeded(f"submissions: {quota.exceeded_message}", quota=quota)
 
 
 def _submit_findings(
@@ -189,7 +253,11 @@ def _submit_findings(
     try:
         findings, metadata = parse_scan(data)
     except ParseError as exc:
-        raise AuditRunError(f"{where}: {exc}") from None
+        message = str(exc)
+        # A body's problem with its "findings" key is already named by the field.
+        if where == "findings":
+            message = message.removeprefix("findings: ")
+        raise AuditRunError(f"{where}: {message}") from None
     # The file's own repo id, where it has one, catches the easy mistake of uploading the
     # results of a neighbouring repo (the reference data has one near-identical file each).
     project = metadata.get("project")
@@ -209,8 +277,9 @@ def _store_and_queue(
     findings: list[ScanRecord],
     metadata: dict[str, Any],
     source_name: str,
-    judge: str | None,
+    judge: str,
 ) -> EvaluationRun:
+    _check_daily_quota(user)
     report = ImportReport()
     result = import_scan_file(
         ScanFile(name, repo.project_id, source_name[:300], findings, metadata),
@@ -244,7 +313,7 @@ def audit_scan_submit(
     way nothing is stored.
     """
     name = _submit_scanner_name(user=user, scanner_name=scanner_name)
-    _submit_judge(judge)
+    judge = _submit_judge(user=user, judge=judge)
     findings, metadata = _submit_findings(data, where="findings", repo=repo)
     return _store_and_queue(
         user=user,
@@ -272,7 +341,7 @@ def audit_scan_upload(
     ``file`` field and names the file.
     """
     name = _submit_scanner_name(user=user, scanner_name=scanner_name)
-    _submit_judge(judge)
+    judge = _submit_judge(user=user, judge=judge)
     file_name = upload.name or "upload"
     too_large = upload_too_large(upload.size, file_name)
     if too_large:
@@ -388,14 +457,14 @@ def _save_outcome(
 
 
 def _save_repo_result(run: EvaluationRun, job: _RepoJob, match: RepoMatch) -> None:
-    failed = match.count(JUDGE_FAILED)
     metrics = repo_metrics(
         repo=job.repo.project_id,
         truth_severities=[t.severity for t in job.truths],
         scan_severities=[f.severity for f in job.findings],
         tp=match.count(MATCH),
         partial=match.count(PARTIAL),
-        judge_failed=failed,
+        judge_failed=match.count(JUDGE_FAILED),
+        not_judged=len(match.pending),
     )
     metrics["dropped_partials"] = [
         o.truth_key
@@ -407,7 +476,7 @@ def _save_repo_result(run: EvaluationRun, job: _RepoJob, match: RepoMatch) -> No
         repo=job.repo,
         scanner_id=_scanner_id(run),
         scan_result=job.scan_result,
-        is_complete=not failed,
+        is_complete=match.is_complete,
         judge=run.judge[:300],
         metrics=metrics,
         false_positive_indices=match.false_positives,
@@ -563,4 +632,14 @@ def audit_process_run(run: EvaluationRun) -> None:
         .distinct()
         .count()
     )
-    run_finish(run=run, failed_items=failed)
+    error = ""
+    if failed:
+        waiting = max(0, total - len(judged) - failed)
+        error = f"{failed} item(s) could not be judged"
+        if waiting:
+            error += (
+                f"; {waiting} later truth finding(s) of the same repo(s) wait for them, "
+                "since truth findings are matched in order"
+            )
+        error += "; resume the run to judge them."
+    run_finish(run=run, failed_items=failed, error=error)

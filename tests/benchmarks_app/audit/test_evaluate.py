@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
 from django.core.management import CommandError, call_command
 
 from benchmarks_app.models import (
@@ -16,8 +17,14 @@ from benchmarks_app.models import (
     EvaluationRun,
     JudgeCall,
     MatchOutcome,
+    Scanner,
 )
-from benchmarks_app.selectors.audit import audit_leaderboard, audit_report
+from benchmarks_app.selectors.audit import (
+    NOT_JUDGED,
+    audit_leaderboard,
+    audit_report,
+    audit_run_detail,
+)
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
 from benchmarks_app.services.runs import run_resume, run_wait
 from tests.factories.audit import repo_with_scan
@@ -134,17 +141,35 @@ def test_failure_marks_run_failed_and_resume_redoes_only_missing(openai_settings
         assert failed.truth_finding.title == "Oracle staleness"
         assert all(v["verdict"] == "failed" for v in failed.votes)
         assert JudgeCall.objects.filter(run=run, status="error").count() >= 2
+        # The failure stopped the repo: "Access control" waits, neither judged nor a miss.
+        assert "1 later truth finding(s)" in run.error
+        assert not AuditTruthResult.objects.filter(
+            run=run, truth_finding__title="Access control"
+        ).exists()
+        assert run.progress_done == 1 and run.progress_total == 3
         incomplete = AuditRepoResult.objects.get(run=run)
-        assert not incomplete.is_complete and incomplete.metrics["fn"] == 2 - 1
+        assert not incomplete.is_complete
+        assert (incomplete.metrics["tp"], incomplete.metrics["fn"]) == (1, 0)
+        assert (incomplete.metrics["judge_failed"], incomplete.metrics["not_judged"]) == (1, 1)
         # Incomplete results never reach the leaderboard or the default report.
         assert audit_leaderboard() == []
         assert audit_report(scanner_name="tool", run_id=run.pk)["is_complete"] is False
+        # The run page accounts for the waiting truth finding.
+        _, sections = audit_run_detail(user=AnonymousUser(), run_id=run.pk)
+        assert [(r["title"], r["outcome"]) for r in sections[0].rows] == [
+            ("Reentrancy in withdraw", "match"),
+            ("Oracle staleness", "judge_failed"),
+            ("Access control", NOT_JUDGED),
+        ]
 
         state["down"] = False
         before = len(server.requests)
         run = run_wait(run=run_resume(run=run))
         assert (run.status, run.failed_items, run.is_complete) == ("succeeded", 0, True)
+        assert run.progress_done == run.progress_total == 3
         asked = server.requests[before:]
+        # Only what is missing: the failed truth finding (and the one behind it, whose pool
+        # is empty once both scan findings are matched, so it costs no call).
         assert asked and all(
             "Title: Oracle staleness" in r["messages"][1]["content"] for r in asked
         )
@@ -159,6 +184,50 @@ def test_failure_marks_run_failed_and_resume_redoes_only_missing(openai_settings
     }
     report = audit_report(scanner_name="tool")
     assert report["is_complete"] and report["overall"]["tp"] == 2 and report["run"] == run.pk
+
+
+def _outcomes(run: EvaluationRun) -> dict[str, tuple[str, int | None]]:
+    return {
+        r.truth_finding.title: (r.outcome, r.scan_finding.index if r.scan_finding else None)
+        for r in AuditTruthResult.objects.filter(run=run).exclude(outcome="judge_failed")
+    }
+
+
+def test_failed_then_resumed_run_equals_an_uninterrupted_one(openai_settings) -> None:
+    # Both truths match scan #0 exactly. Had the second been matched while the first one's
+    # judge was down, it would have taken #0, and the resumed first one found nothing.
+    repo_with_scan(
+        truths=["Reentrancy in withdraw", "Reentrancy in deposit"],
+        findings=["Reentrancy when withdrawing", "Unrelated gas issue"],
+    )
+    scanner = Scanner.objects.get(name="tool")
+    state = {"down": True}
+
+    def handler(body: dict[str, Any]) -> Any:
+        if state["down"] and "Title: Reentrancy in withdraw" in body["messages"][1]["content"]:
+            return 503, error_body("overloaded")
+        return _answer(body)
+
+    with FakeOpenAI(handler) as server:
+        openai_settings.OPENAI_BASE_URL = server.base_url
+        interrupted = run_wait(run=audit_run_create(scanner=scanner, judge="openai"))
+        assert interrupted.status == "failed" and interrupted.failed_items == 1
+        assert _outcomes(interrupted) == {}
+        state["down"] = False
+        resumed = run_wait(run=run_resume(run=interrupted))
+        # Another model: nothing comes from the cache, every comparison is asked afresh.
+        clean = run_wait(
+            run=audit_run_create(scanner=scanner, judge="openai", model="uninterrupted")
+        )
+    assert resumed.is_complete and clean.is_complete
+    assert JudgeCall.objects.filter(run=clean, status="ok").count() == 4
+    expected = {"Reentrancy in withdraw": ("match", 0), "Reentrancy in deposit": ("none", None)}
+    assert _outcomes(resumed) == _outcomes(clean) == expected
+    by_run = {r.run_id: r for r in AuditRepoResult.objects.filter(is_complete=True)}
+    for key in ("tp", "partial", "fp", "fn"):
+        assert by_run[resumed.pk].metrics[key] == by_run[clean.pk].metrics[key]
+    assert by_run[resumed.pk].false_positive_indices == by_run[clean.pk].false_positive_indices
+    assert by_run[clean.pk].false_positive_indices == [1]
 
 
 def test_run_creation_errors_name_the_argument() -> None:

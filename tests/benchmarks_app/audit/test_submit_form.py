@@ -223,7 +223,12 @@ def test_api_accepts_the_same_file_as_multipart(user: Any, repo: Repo) -> None:
 BAD_FILES = [
     pytest.param(b'{"findings": [', "not valid JSON (", id="malformed"),
     pytest.param(b"", "empty file", id="empty"),
-    pytest.param({"project": "x"}, "findings: expected a list of findings", id="no-findings"),
+    pytest.param(
+        {"project": "x"}, "findings: missing; expected a list of findings", id="no-findings"
+    ),
+    pytest.param(
+        {"findings": "x"}, "findings: expected a list of findings, got a string", id="findings-str"
+    ),
     pytest.param("just text", "expected a list of findings or {project, findings", id="string"),
     pytest.param([{"title": "x", "severity": "urgent"}], "finding 0.severity: unknown", id="sev"),
     pytest.param([FINDINGS[0], 7], "finding 1: expected an object", id="not-object"),
@@ -254,10 +259,14 @@ def test_bad_file_names_file_and_problem_like_the_api_and_stores_nothing(
     assert api.status_code == 400 and api_reasons(api, "file") == errors
     if isinstance(content, bytes):
         return
-    # Sent as a JSON body instead of a file, the API names the same problem.
+    # Sent as a JSON body instead of a file, the API names the same problem (under the
+    # field "findings", which the message then does not repeat).
     body = api_answer(user, repo, body=content)
     assert body.status_code == 400
-    assert [f"results.json: {r}" for r in api_reasons(body, "findings")] == errors
+    assert [f"results.json: findings: {r}" for r in api_reasons(body, "findings")] == [
+        e if e.startswith("results.json: findings: ") else e.replace(": ", ": findings: ", 1)
+        for e in errors
+    ]
     assert counts() == (0, 0, 0, 0)
 
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from scoring.audit.matching import match_repo, match_truth, postprocess
+from scoring.audit.matching import RepoMatch, match_repo, match_truth, postprocess
 from scoring.audit.types import JUDGE_FAILED, MATCH, NONE, PARTIAL, TruthOutcome
 from scoring.judges.consensus import VoteFailed
 from tests.scoring.audit.helpers import ScriptedJudge, scans, truths
@@ -151,7 +151,7 @@ def test_false_positives_exclude_qa_findings() -> None:
     assert result.false_positives == [1, 2]
 
 
-def test_judge_failure_then_resume_redoes_only_what_is_missing() -> None:
+def test_judge_failure_stops_the_repo_and_resume_redoes_only_what_is_missing() -> None:
     broken = {"on": True}
 
     def script(key: Any, batch: tuple[int, ...], vote: int) -> Any:
@@ -161,8 +161,12 @@ def test_judge_failure_then_resume_redoes_only_what_is_missing() -> None:
 
     judge = ScriptedJudge(script)
     first = asyncio.run(match_repo(judge, truths(3), scans(3)))
-    assert [o.outcome for o in first.outcomes] == [MATCH, JUDGE_FAILED, NONE]
-    assert first.count(JUDGE_FAILED) == 1
+    # T2 is not judged behind the failed T1: neither an outcome nor a miss.
+    assert [o.outcome for o in first.outcomes] == [MATCH, JUDGE_FAILED]
+    assert first.pending == ["T2"] and not first.is_complete
+    assert {a[0] for a in judge.asked} == {"T0", "T1"}
+    assert first.count(JUDGE_FAILED) == 1 and first.count(NONE) == 0
+    assert any("T2" not in n and "1 later truth finding" in n for n in first.notes)
     # The failed truth finding keeps its scan finding available: it is not a miss or an FP fix.
     assert first.false_positives == [1, 2]
 
@@ -176,17 +180,20 @@ def test_judge_failure_then_resume_redoes_only_what_is_missing() -> None:
     second = asyncio.run(
         match_repo(judge2, truths(3), scans(3), done=first.outcomes, on_outcome=on_outcome)
     )
-    assert {a[0] for a in judge2.asked} == {"T1"}
-    assert [o.truth_key for o in saved] == ["T1"]
+    assert {a[0] for a in judge2.asked} == {"T1", "T2"}  # T0 is kept, not asked again
+    assert [o.truth_key for o in saved] == ["T1", "T2"]
     assert [(o.outcome, o.scan_index) for o in second.outcomes] == [
         (MATCH, 0),
         (MATCH, 1),
         (NONE, None),
     ]
+    assert second.is_complete and second.pending == [] and second.notes == []
     assert second.false_positives == [2]
 
 
-def test_resume_pool_excludes_findings_matched_by_later_truths() -> None:
+def test_resume_keeps_matches_of_truths_judged_after_a_gap_one_to_one() -> None:
+    # Runs stored before a failure stopped the repo may hold outcomes after a failed one;
+    # their matches stay taken, so that no scan finding is matched twice.
     def script(key: Any, batch: tuple[int, ...], vote: int) -> Any:
         return ("match", 0) if 0 in batch else "none"
 
@@ -197,7 +204,115 @@ def test_resume_pool_excludes_findings_matched_by_later_truths() -> None:
     assert result.final == {"T0": NONE, "T1": MATCH}
 
 
+def _summary(m: RepoMatch) -> tuple[Any, ...]:
+    return (
+        [(o.truth_key, o.outcome, o.scan_index) for o in m.outcomes],
+        m.final,
+        m.false_positives,
+        m.pending,
+    )
+
+
+def _fails_on(target: str, script: Any, times: int) -> Any:
+    """``script``, except that every vote on ``target`` fails in the first ``times``
+    attempts (an attempt: one match_repo call, counted by ``attempt["n"]``)."""
+    attempt = {"n": 0}
+
+    def wrapped(key: Any, batch: tuple[int, ...], vote: int) -> Any:
+        if key == target and attempt["n"] < times:
+            raise VoteFailed("429 rate limited")
+        return script(key, batch, vote)
+
+    wrapped.attempt = attempt  # type: ignore[attr-defined]
+    return wrapped
+
+
+def _attempts(script: Any, n_truths: int, n_scans: int, **kw: Any) -> tuple[RepoMatch, list[Any]]:
+    """Run and resume (done: the final outcomes saved so far) until the repo is complete."""
+    saved: list[TruthOutcome] = []
+
+    async def on_outcome(o: TruthOutcome) -> None:
+        saved.append(o)
+
+    for n in range(5):
+        script.attempt["n"] = n
+        done = [o for o in saved if not o.failed]
+        result = asyncio.run(
+            match_repo(
+                ScriptedJudge(script),
+                truths(n_truths),
+                scans(n_scans),
+                done=done,
+                on_outcome=on_outcome,
+                **kw,
+            )
+        )
+        if result.is_complete:
+            return result, saved
+    raise AssertionError("never completed")
+
+
+def test_review_case_failed_then_resumed_equals_uninterrupted() -> None:
+    # Both truths match scan #0 exactly; T0 is partial on #1 once #0 is gone. Matching T1
+    # past T0's failure would give #0 to T1, and the resumed T0 a partial on #1.
+    def script(key: Any, batch: tuple[int, ...], vote: int) -> Any:
+        if 0 in batch:
+            return ("match", 0)
+        return ("partial", 1) if key == "T0" and 1 in batch else "none"
+
+    clean = asyncio.run(match_repo(ScriptedJudge(script), truths(2), scans(2)))
+    assert clean.final == {"T0": MATCH, "T1": NONE} and clean.false_positives == [1]
+    resumed, saved = _attempts(_fails_on("T0", script, times=1), 2, 2)
+    assert _summary(resumed) == _summary(clean)
+    assert [(o.truth_key, o.outcome) for o in saved] == [
+        ("T0", JUDGE_FAILED),
+        ("T0", MATCH),
+        ("T1", NONE),
+    ]
+
+
+# Which scan findings each truth finding claims, in order of preference; the first one still
+# in the batch answers (exact matches compete for the same findings across truths).
+PREFERENCES: dict[str, list[tuple[str, int]]] = {
+    "T0": [("match", 2), ("partial", 5)],
+    "T1": [("match", 2), ("partial", 0)],
+    "T2": [("partial", 5), ("match", 0)],
+    "T3": [("match", 0), ("match", 5), ("partial", 1)],
+    "T4": [("partial", 1)],
+    "T5": [("match", 5), ("match", 3)],
+}
+
+
+def _preferences(key: Any, batch: tuple[int, ...], vote: int) -> Any:
+    for label, index in PREFERENCES[key]:
+        if index in batch:
+            return (label, index)
+    return "none"
+
+
+@pytest.mark.parametrize("batch_size", [10, 2])
+@pytest.mark.parametrize("times", [1, 2])
+@pytest.mark.parametrize("target", sorted(PREFERENCES))
+def test_failure_anywhere_then_resume_equals_uninterrupted(
+    target: str, times: int, batch_size: int
+) -> None:
+    clean = asyncio.run(
+        match_repo(ScriptedJudge(_preferences), truths(6), scans(7), batch_size=batch_size)
+    )
+    assert clean.count(MATCH) >= 3 and clean.count(PARTIAL) >= 1  # the case is not trivial
+    resumed, saved = _attempts(_fails_on(target, _preferences, times), 6, 7, batch_size=batch_size)
+    assert _summary(resumed) == _summary(clean)
+    # Progress: every truth finding got exactly one final outcome across the attempts, and
+    # only the failed one was ever recorded as failed.
+    final = [o.truth_key for o in saved if not o.failed]
+    assert sorted(final) == sorted(PREFERENCES) and len(final) == len(set(final))
+    assert [o.truth_key for o in saved if o.failed] == [target] * times
+
+
 def test_empty_pool_is_not_found_without_calls() -> None:
     judge = ScriptedJudge(lambda k, b, v: "none")
     result = asyncio.run(match_repo(judge, truths(2), []))
     assert [o.outcome for o in result.outcomes] == [NONE, NONE] and judge.asked == []
+    # A scanner that reported nothing: no false positives, and the run page says why.
+    assert result.false_positives == [] and result.is_complete
+    assert any("no findings" in n for n in result.notes)

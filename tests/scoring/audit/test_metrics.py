@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from scoring.audit.metrics import build_report, overall, render_markdown, repo_metrics
+from scoring.audit.metrics import (
+    RATIO_KEYS,
+    build_report,
+    overall,
+    render_markdown,
+    repo_metrics,
+)
 
 
 def _row(repo: str, **kw: object) -> dict:
@@ -44,6 +50,29 @@ def test_judge_failed_is_not_a_miss_but_stays_in_truth() -> None:
         judge_failed=2,
     )
     assert row["truth"] == 4 and row["fn"] == 1 and row["recall"] == pytest.approx(0.25)
+
+
+def test_truths_left_behind_a_failure_are_not_misses_either() -> None:
+    row = _row(
+        "r",
+        truth_severities=["High"] * 5,
+        scan_severities=["High"] * 2,
+        tp=1,
+        partial=0,
+        judge_failed=1,
+        not_judged=2,
+    )
+    assert (row["truth"], row["fn"], row["judge_failed"], row["not_judged"]) == (5, 1, 1, 2)
+    assert row["recall"] == pytest.approx(1 / 5)
+
+
+def test_a_scanner_that_found_nothing_has_zero_ratios_and_renders() -> None:
+    empty = _row("r", truth_severities=["High"] * 3, scan_severities=[], tp=0, partial=0)
+    assert (empty["scan"], empty["qa"], empty["fp"], empty["fn"]) == (0, 0, 0, 3)
+    assert all(empty[k] == 0.0 for k in RATIO_KEYS)
+    report = build_report(scanner="s", run=1, repo_rows=[empty])
+    assert report["overall"]["precision"] == 0.0 and report["overall"]["fn"] == 3
+    assert "| r | 3 | 0 | 0 | 0 | 0 | 0 | 3 | 0.0% | 0.0% | 0.0% |" in render_markdown(report)
 
 
 def test_overall_sums_counts_before_ratios() -> None:
