@@ -64,6 +64,23 @@ def env_list(env: Mapping[str, str], name: str, default: list[str]) -> list[str]
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_weights(env: Mapping[str, str], name: str) -> dict[str, float]:
+    """``low=0.5,high=1.5`` → ``{"low": 0.5, "high": 1.5}`` (empty when unset)."""
+    raw = env.get(name, "").strip()
+    weights: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        key, sep, value = item.partition("=")
+        try:
+            if not sep or not key.strip():
+                raise ValueError
+            weights[key.strip()] = float(value)
+        except ValueError as exc:
+            raise ImproperlyConfiguredEnv(
+                f"{name}: {item!r} is not NAME=NUMBER (e.g. low=0.5,high=1.5)"
+            ) from exc
+    return weights
+
+
 def secret_key(env: Mapping[str, str], *, debug: bool, key_file: Path | None = None) -> str:
     """A real key is mandatory outside DEBUG; in DEBUG one is generated once and kept.
 

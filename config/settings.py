@@ -131,9 +131,17 @@ JUDGE_TIMEOUT_S = envparse.env_float(ENV, "JUDGE_TIMEOUT_S", 120.0)
 JUDGE_MAX_RETRIES = envparse.env_int(ENV, "JUDGE_MAX_RETRIES", 4, minimum=0)
 JUDGE_CONCURRENCY = envparse.env_int(ENV, "JUDGE_CONCURRENCY", 4, minimum=1)
 JUDGE_JSON_MODE = envparse.env_bool(ENV, "JUDGE_JSON_MODE", False)
+JUDGE_BACKOFF_BASE_S = envparse.env_float(ENV, "JUDGE_BACKOFF_BASE_S", 1.0)
+JUDGE_BACKOFF_MAX_S = envparse.env_float(ENV, "JUDGE_BACKOFF_MAX_S", 30.0)
+
+# Audit submissions by participants: the paid judge is opt-in, and submissions are limited.
+AUDIT_PARTICIPANT_OPENAI = envparse.env_bool(ENV, "AUDIT_PARTICIPANT_OPENAI", False)
+AUDIT_DAILY_SUBMISSIONS = envparse.env_int(ENV, "AUDIT_DAILY_SUBMISSIONS", 10, minimum=0)
 
 # Safety probes.
 PROBE_GEOMETRY_MIN_CASES = envparse.env_int(ENV, "PROBE_GEOMETRY_MIN_CASES", 5, minimum=2)
+PROBE_PASS_THRESHOLD = envparse.env_float(ENV, "PROBE_PASS_THRESHOLD", 0.5)
+PROBE_SEVERITY_WEIGHTS = envparse.env_weights(ENV, "PROBE_SEVERITY_WEIGHTS")
 
 # Checklist challenge.
 CHECKLIST_DAILY_LIMIT = envparse.env_int(ENV, "CHECKLIST_DAILY_LIMIT", 3, minimum=0)

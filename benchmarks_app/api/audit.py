@@ -11,10 +11,17 @@ from typing import Any
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.urls import NoReverseMatch, path, reverse
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import (
+    ErrorDetail,
+    NotFound,
+    PermissionDenied,
+    Throttled,
+    ValidationError,
+)
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -24,7 +31,12 @@ from rest_framework.views import APIView
 from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
 from benchmarks_app.selectors.audit import ReportNotFound, audit_leaderboard, audit_report
 from benchmarks_app.selectors.visibility import visible_repos
-from benchmarks_app.services.audit import AuditRunError, audit_scan_submit, audit_scan_upload
+from benchmarks_app.services.audit import (
+    AuditQuotaExceeded,
+    AuditRunError,
+    audit_scan_submit,
+    audit_scan_upload,
+)
 
 
 class AuditLeaderboardRowSerializer(serializers.Serializer):
@@ -175,6 +187,12 @@ class SubmitResultsView(APIView):
         except PermissionError as exc:
             field, _, message = str(exc).partition(": ")
             raise PermissionDenied({field: message} if message else str(exc)) from None
+        except AuditQuotaExceeded as exc:
+            wait = (exc.quota.resets_at - timezone.now()).total_seconds()
+            throttled = Throttled(wait=max(wait, 1))  # 429 with Retry-After
+            field, _, message = str(exc).partition(": ")
+            throttled.detail = {field: [ErrorDetail(message or str(exc), code="throttled")]}
+            raise throttled from None
         except AuditRunError as exc:
             field, _, message = str(exc).partition(": ")
             raise ValidationError({field if message else "detail": message or str(exc)}) from None

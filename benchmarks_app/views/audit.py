@@ -22,7 +22,11 @@ from benchmarks_app.selectors.audit import (
     audit_run_detail,
 )
 from benchmarks_app.selectors.visibility import visible_repos
-from benchmarks_app.services.audit import AuditRunError, audit_scan_upload
+from benchmarks_app.services.audit import (
+    AuditRunError,
+    audit_scan_upload,
+    participant_openai_allowed,
+)
 from benchmarks_app.views.tables import Column, SortableTable
 from scoring.audit.metrics import render_markdown
 
@@ -159,11 +163,14 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 # --- Submission form -----------------------------------------------------------------------
 
 
-def judge_choices() -> list[tuple[str, str]]:
-    """Offline always; OpenAI only where the site is configured to pay for (or serve) it,
-    by the same rule the service applies."""
+def judge_choices(user: Any) -> list[tuple[str, str]]:
+    """Offline always; OpenAI only where the site is configured to pay for (or serve) it and
+    this user may spend it, by the same rules the service applies."""
     choices = [("offline", "Offline (TF-IDF similarity, free and deterministic)")]
-    if getattr(settings, "OPENAI_API_KEY", "") or getattr(settings, "OPENAI_BASE_URL", None):
+    configured = getattr(settings, "OPENAI_API_KEY", "") or getattr(
+        settings, "OPENAI_BASE_URL", None
+    )
+    if configured and participant_openai_allowed(user):
         model = getattr(settings, "JUDGE_MODEL", "o4-mini")
         choices.append(("openai", f"OpenAI ({model}, majority of votes)"))
     return choices
@@ -192,14 +199,16 @@ class ScanSubmissionForm(forms.Form):
         widget=forms.ClearableFileInput(attrs={"accept": ".json,application/json"}),
     )
 
-    def __init__(self, *args: Any, repos: list[tuple[str, str]], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, repos: list[tuple[str, str]], user: Any = None, **kwargs: Any
+    ) -> None:
         """``repos``: (project id, name) of the repos that results can be submitted for."""
         super().__init__(*args, **kwargs)
         self.fields["repo"].widget = forms.Select(
             choices=[("", "Choose a repo…")]
             + [(pid, pid if name == pid else f"{pid} — {name}") for pid, name in repos]
         )
-        self.fields["judge"].widget = forms.Select(choices=judge_choices())
+        self.fields["judge"].widget = forms.Select(choices=judge_choices(user))
         self.fields["file"].help_text = (
             f"A list of findings, or {{project, findings: [...], token_usage, ...}}; at most "
             f"{settings.UPLOAD_MAX_MB} MB."
@@ -215,6 +224,7 @@ def submit(request: HttpRequest) -> HttpResponse:
         request.POST or None,
         request.FILES or None,
         repos=repos,
+        user=request.user,
         initial={"repo": request.GET.get("repo", ""), "scanner": request.GET.get("scanner", "")},
     )
     if request.method == "POST" and form.is_valid():

@@ -115,3 +115,15 @@ def test_production_cookie_and_https_settings(monkeypatch: pytest.MonkeyPatch) -
     finally:
         monkeypatch.undo()
         importlib.reload(settings_module)
+
+
+def test_weights_parse_and_reject_malformed_items() -> None:
+    assert envparse.env_weights({}, "W") == {}
+    assert envparse.env_weights({"W": "low=0.25, critical=3"}, "W") == {
+        "low": 0.25,
+        "critical": 3.0,
+    }
+    with pytest.raises(envparse.ImproperlyConfiguredEnv, match="'high' is not NAME=NUMBER"):
+        envparse.env_weights({"W": "low=1,high"}, "W")
+    with pytest.raises(envparse.ImproperlyConfiguredEnv, match="W: 'low=x'"):
+        envparse.env_weights({"W": "low=x"}, "W")

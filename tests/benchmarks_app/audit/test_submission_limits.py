@@ -160,7 +160,8 @@ def test_daily_limit_refuses_the_next_submission_with_the_field_named(
     before = stored()
 
     refused = post(user, repo)
-    assert refused.status_code == 400
+    assert refused.status_code == 429
+    assert 0 < int(refused["Retry-After"]) <= 24 * 3600
     [reason] = reasons(refused, "submissions")
     assert reason.startswith("the daily limit of 2 audit submission(s) is reached (2 today)")
     assert "UTC" in reason

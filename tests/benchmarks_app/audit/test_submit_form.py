@@ -147,6 +147,9 @@ def test_form_lists_repos_and_offers_openai_only_when_configured(
     assert 'enctype="multipart/form-data"' in page
     assert '<option value="offline" selected>' in page and 'value="openai"' not in page
     settings.OPENAI_API_KEY = "sk-test"
+    # A key alone is not enough: participants may spend it only where the site opts in.
+    assert 'value="openai"' not in client.get(SUBMIT).content.decode()
+    settings.AUDIT_PARTICIPANT_OPENAI = True
     assert 'value="openai"' in client.get(SUBMIT).content.decode()
 
 

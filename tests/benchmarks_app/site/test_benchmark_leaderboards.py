@@ -69,7 +69,7 @@ class _Tables(HTMLParser):
             self.links[self._table].append([])
         elif self._table and self._in_body and tag == "td":
             self._cell = []
-        elif self._cell is not None and tag == "a":
+        elif self._cell is not None and self._table and tag == "a":
             self.links[self._table][-1].append(str(attr.get("href")))
 
     def handle_endtag(self, tag: str) -> None:
@@ -365,13 +365,9 @@ def test_api_filters_by_suite_and_by_challenge(api):
     )
 
     # A scored entry in another (newer) challenge: challenges are never ranked together.
-    run = ChecklistRunFactory.create(
-        checklist_submission=ChecklistSubmissionFactory(team=TeamFactory(name="elsewhere")),
-        status=RunStatus.SUCCEEDED,
-    )
-    ChecklistScore.objects.create(
-        run=run, submission=run.checklist_submission, c_g=1, c_a=1, c_t=1, r=0, s=1
-    )
+    elsewhere = ChecklistSubmissionFactory.create(team=TeamFactory.create(name="elsewhere"))
+    run = ChecklistRunFactory.create(checklist_submission=elsewhere, status=RunStatus.SUCCEEDED)
+    ChecklistScore.objects.create(run=run, submission=elsewhere, c_g=1, c_a=1, c_t=1, r=0, s=1)
     default = api.get(ENDPOINTS["checklist"]).json()
     assert default["count"] == 1 and default["results"][0]["team"] == "elsewhere"
     bench = api.get(ENDPOINTS["checklist"], {"challenge": "bench"}).json()
