@@ -115,7 +115,14 @@ def audit_run_create(
         "batch_size": batch_size or _setting("JUDGE_BATCH_SIZE", 10),
     }
     if spec.kind == "openai":
+        allowed = list(_setting("JUDGE_MODELS", []) or [])
         config["model"] = model or _setting("JUDGE_MODEL", "o4-mini")
+        # The operator decides which (paid) models runs may use.
+        if allowed and config["model"] not in allowed:
+            raise AuditRunError(
+                f"model: {config['model']!r} is not one of the configured JUDGE_MODELS "
+                f"({', '.join(allowed)})"
+            )
         config["json_mode"] = bool(
             _setting("JUDGE_JSON_MODE", False) if json_mode is None else json_mode
         )
