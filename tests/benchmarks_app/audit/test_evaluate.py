@@ -67,6 +67,7 @@ def openai_settings(settings):
     settings.JUDGE_BACKOFF_BASE_S = 0.001
     settings.JUDGE_BACKOFF_MAX_S = 0.002
     settings.JUDGE_MODEL = "fake-model"
+    settings.JUDGE_MODELS = []  # any model: the fake server answers for all of them
     return settings
 
 
