@@ -29,28 +29,7 @@ def _repos() -> list[tuple[str, list[TruthItem], list[ScanItem]]]:
     for scan in data.scans:
         if scan.scanner != "baseline":
             continue
-        truths = [
-            TruthItem(
-                key=(scan.project_id, t.finding_id),
-                finding_id=t.finding_id,
-                title=t.title,
-                description=t.description,
-                severity=t.severity,
-            )
-            for t in data.truths.get(scan.project_id, [])
-        ]
-        scans = [
-            ScanItem(
-                index=f.index,
-                title=f.title,
-                description=f.description,
-                severity=f.severity,
-                vulnerability_type=f.vulnerability_type,
-                file=f.file,
-                location=f.location,
-            )
-            for f in scan.findings
-        ]
+        truths, scans = data.match_items(scan)
         out.append((scan.project_id, truths, scans))
     return out
 

@@ -68,28 +68,7 @@ def load_cases(data_dir: Path, *, scanner: str = "baseline") -> list[RepoCase]:
         recorded = data_dir / "recorded" / f"{scan.project_id}_results.json"
         if scan.scanner != scanner or not recorded.is_file():
             continue
-        truths = [
-            TruthItem(
-                key=(scan.project_id, t.finding_id),
-                finding_id=t.finding_id,
-                title=t.title,
-                description=t.description,
-                severity=t.severity,
-            )
-            for t in data.truths.get(scan.project_id, [])
-        ]
-        scans = [
-            ScanItem(
-                index=f.index,
-                title=f.title,
-                description=f.description,
-                severity=f.severity,
-                vulnerability_type=f.vulnerability_type,
-                file=f.file,
-                location=f.location,
-            )
-            for f in scan.findings
-        ]
+        truths, scans = data.match_items(scan)
         cases.append(RepoCase(scan.project_id, truths, scans, recorded_verdicts(recorded)))
     return cases
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scoring.audit.types import BEST_PRACTICES, HIGH, INFO, LOW, MEDIUM
+from scoring.audit.types import BEST_PRACTICES, HIGH, INFO, LOW, MEDIUM, ScanItem, TruthItem
 
 RESERVED_FOLDERS = {"repos", "source_of_truth", "recorded"}
 
@@ -134,6 +134,32 @@ class DataSet:
     scans: list[ScanFile] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     files_read: int = 0
+
+    def match_items(self, scan: ScanFile) -> tuple[list[TruthItem], list[ScanItem]]:
+        """The matcher's inputs for one scan file: its repo's truths and its findings."""
+        truths = [
+            TruthItem(
+                key=(scan.project_id, t.finding_id),
+                finding_id=t.finding_id,
+                title=t.title,
+                description=t.description,
+                severity=t.severity,
+            )
+            for t in self.truths.get(scan.project_id, [])
+        ]
+        scans = [
+            ScanItem(
+                index=f.index,
+                title=f.title,
+                description=f.description,
+                severity=f.severity,
+                vulnerability_type=f.vulnerability_type,
+                file=f.file,
+                location=f.location,
+            )
+            for f in scan.findings
+        ]
+        return truths, scans
 
 
 def normalize_severity(raw: Any, *, where: str = "severity") -> str:
