@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Prefetch, QuerySet, Subquery
+from django.db.models import Case, Prefetch, QuerySet, Subquery, Value, When
 from django.utils import timezone
 
 from benchmarks_app.models import (
@@ -22,6 +22,7 @@ from benchmarks_app.models import (
     EvaluationRun,
     Membership,
     Paper,
+    PaperKind,
     Team,
 )
 from benchmarks_app.selectors.visibility import (
@@ -76,6 +77,14 @@ class QuotaStatus:
             "remaining": self.remaining,
             "resets_at": self.resets_at.isoformat(),
         }
+
+
+# Papers are shown in the challenge's order, G then A then T (not alphabetically).
+PAPER_ORDER = Case(
+    When(kind=PaperKind.GENUINE, then=Value(0)),
+    When(kind=PaperKind.ADVERSARIAL, then=Value(1)),
+    default=Value(2),
+)
 
 
 def challenge_limits(challenge: Challenge) -> tuple[int, int]:
@@ -192,7 +201,7 @@ def team_submissions(*, user: Any, team: Team) -> list[ChecklistSubmission]:
         .prefetch_related(
             Prefetch("scores", queryset=ChecklistScore.objects.order_by("-created_at")),
             Prefetch("runs", queryset=EvaluationRun.objects.order_by("-created_at")),
-            Prefetch("papers", queryset=Paper.objects.order_by("kind")),
+            Prefetch("papers", queryset=Paper.objects.order_by(PAPER_ORDER)),
         )
         .order_by("-created_at")
     )
@@ -214,7 +223,7 @@ def checklist_submission_detail(*, user: Any, pk: int) -> SubmissionDetail | Non
     submission = visible_checklist_submissions(user).filter(pk=pk).first()
     if submission is None:
         return None
-    papers = list(visible_papers(user).filter(submission=submission).order_by("kind"))
+    papers = list(visible_papers(user).filter(submission=submission).order_by(PAPER_ORDER))
     answers = list(
         visible_checklist_answers(user)
         .filter(paper__submission=submission)

@@ -87,8 +87,8 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         LEADERBOARD_COLUMNS,
         filename="audit-leaderboard",
         empty_message="No scanner has a complete evaluation yet. Submit a scanner's results "
-        "for a repo with the form, or import them with `manage.py import_audit` and run "
-        "`manage.py evaluate_audit --scanner NAME --wait` (or “Evaluate with…” on repos in "
+        "for a repo with the form, or import them with manage.py import_audit and run "
+        "manage.py evaluate_audit --scanner NAME --wait (or “Evaluate with…” on repos in "
         "the admin).",
     )
     if (download := table.download()) is not None:
