@@ -138,27 +138,10 @@ class DataSet:
     def match_items(self, scan: ScanFile) -> tuple[list[TruthItem], list[ScanItem]]:
         """The matcher's inputs for one scan file: its repo's truths and its findings."""
         truths = [
-            TruthItem(
-                key=(scan.project_id, t.finding_id),
-                finding_id=t.finding_id,
-                title=t.title,
-                description=t.description,
-                severity=t.severity,
-            )
+            TruthItem.of(t, key=(scan.project_id, t.finding_id))
             for t in self.truths.get(scan.project_id, [])
         ]
-        scans = [
-            ScanItem(
-                index=f.index,
-                title=f.title,
-                description=f.description,
-                severity=f.severity,
-                vulnerability_type=f.vulnerability_type,
-                file=f.file,
-                location=f.location,
-            )
-            for f in scan.findings
-        ]
+        scans = [ScanItem.of(f) for f in scan.findings]
         return truths, scans
 
 

@@ -33,6 +33,18 @@ class TruthItem:
     severity: str = ""
     contracts: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, finding: Any, *, key: Any) -> TruthItem:
+        """From anything with a truth finding's attributes (a parsed record, a model row)."""
+        return cls(
+            key=key,
+            finding_id=finding.finding_id,
+            title=finding.title,
+            description=finding.description,
+            severity=finding.severity,
+            contracts=tuple(finding.contracts or ()),
+        )
+
 
 @dataclass(frozen=True)
 class ScanItem:
@@ -49,6 +61,19 @@ class ScanItem:
     @property
     def is_qa(self) -> bool:
         return self.severity in QA_SEVERITIES
+
+    @classmethod
+    def of(cls, finding: Any) -> ScanItem:
+        """From anything with a scan finding's attributes (a parsed record, a model row)."""
+        return cls(
+            index=finding.index,
+            title=finding.title,
+            description=finding.description,
+            severity=finding.severity,
+            vulnerability_type=finding.vulnerability_type,
+            file=finding.file,
+            location=finding.location,
+        )
 
 
 class AuditVerdict(BaseModel):

@@ -404,26 +404,11 @@ def _scanner_id(run: EvaluationRun) -> int:
 
 
 def truth_item(t: TruthFinding) -> TruthItem:
-    return TruthItem(
-        key=t.pk,
-        finding_id=t.finding_id,
-        title=t.title,
-        description=t.description,
-        severity=t.severity,
-        contracts=tuple(t.contracts or ()),
-    )
+    return TruthItem.of(t, key=t.pk)
 
 
 def scan_item(f: ScanFinding) -> ScanItem:
-    return ScanItem(
-        index=f.index,
-        title=f.title,
-        description=f.description,
-        severity=f.severity,
-        vulnerability_type=f.vulnerability_type,
-        file=f.file,
-        location=f.location,
-    )
+    return ScanItem.of(f)
 
 
 class _RepoJob:
