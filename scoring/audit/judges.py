@@ -407,6 +407,11 @@ class ReplayAuditJudge:
         # truth key → (repo, position), registered by the caller before matching.
         self._positions: dict[Any, tuple[str, int]] = {}
 
+    @staticmethod
+    def recorded_repos(folder: str | Path) -> set[str]:
+        """Project ids that ``folder`` holds recorded results for."""
+        return {p.name.removesuffix("_results.json") for p in Path(folder).glob("*_results.json")}
+
     def rows(self, repo: str) -> list[dict[str, Any]]:
         if repo not in self._rows:
             path = self.folder / f"{repo}_results.json"

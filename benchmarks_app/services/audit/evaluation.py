@@ -52,7 +52,7 @@ from benchmarks_app.services.audit.importing import ImportReport, import_scan_fi
 from benchmarks_app.services.judging import DbJudgeCache, LedgerRecorder, ledger_recorder
 from benchmarks_app.services.runs import run_advance, run_create, run_finish, run_set_total
 from benchmarks_app.services.uploads import upload_too_large
-from scoring.audit.judges import make_judge, parse_judge_spec
+from scoring.audit.judges import ReplayAuditJudge, make_judge, parse_judge_spec
 from scoring.audit.matching import AuditJudge, RepoMatch, match_repo
 from scoring.audit.metrics import repo_metrics
 from scoring.audit.parsing import ParseError, ScanFile, ScanRecord, loads, parse_scan
@@ -97,16 +97,32 @@ def audit_run_create(
             raise AuditRunError(f"{name}: must be at least 1, got {value}")
     current = {r.repo_id: r for r in ScanResult.objects.current().filter(scanner=scanner)}
     covered = set(current)
+    # A replay judge can only answer for the repos its folder has recorded results for.
+    replayable = ReplayAuditJudge.recorded_repos(spec.argument) if spec.kind == "replay" else None
     if repos is None:
-        chosen = list(Repo.objects.filter(pk__in=covered).order_by("project_id"))
+        candidates = Repo.objects.filter(pk__in=covered).order_by("project_id")
+        chosen = [r for r in candidates if replayable is None or r.project_id in replayable]
         if not chosen:
-            raise AuditRunError(f"scanner: {scanner.name!r} has no imported results to evaluate")
+            where = f" that {spec.argument!r} has recorded results for" if replayable else ""
+            raise AuditRunError(
+                f"scanner: {scanner.name!r} has no imported results{where} to evaluate"
+            )
     else:
         chosen = list(repos)
         missing = [r.project_id for r in chosen if r.pk not in covered]
         if missing:
             raise AuditRunError(
                 f"repo: scanner {scanner.name!r} has no results for {', '.join(missing)}"
+            )
+        unrecorded = [
+            r.project_id
+            for r in chosen
+            if replayable is not None and r.project_id not in replayable
+        ]
+        if unrecorded:
+            raise AuditRunError(
+                f"repo: replay folder {spec.argument!r} has no recorded results for "
+                f"{', '.join(unrecorded)}"
             )
         if not chosen:
             raise AuditRunError("repo: no repo selected")

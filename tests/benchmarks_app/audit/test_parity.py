@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from benchmarks_app.models import AuditTruthResult, EvaluationRun, JudgeCall, MatchOutcome
 
@@ -76,3 +76,30 @@ def test_replay_reproduces_reference_and_second_run_is_free() -> None:
     calls = JudgeCall.objects.filter(run=second)
     assert calls.exists()
     assert not calls.exclude(status="cached").exists()
+
+
+def test_replay_without_repos_evaluates_the_recorded_ones_and_refuses_others() -> None:
+    call_command("import_audit", str(DATA), stdout=io.StringIO(), stderr=io.StringIO())
+    call_command(
+        "evaluate_audit",
+        "--scanner",
+        "baseline",
+        "--judge",
+        f"replay:{RECORDED}",
+        "--wait",
+        stdout=io.StringIO(),
+    )
+    run = EvaluationRun.objects.latest("id")
+    assert sorted(run.repos.values_list("project_id", flat=True)) == sorted(REFERENCE)
+    assert run.status == "succeeded" and run.is_complete
+    with pytest.raises(CommandError, match="no recorded results for code4rena_iq-ai_2025_03"):
+        call_command(
+            "evaluate_audit",
+            "--scanner",
+            "baseline",
+            "--judge",
+            f"replay:{RECORDED}",
+            "--repo",
+            "code4rena_iq-ai_2025_03",
+            stdout=io.StringIO(),
+        )
