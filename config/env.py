@@ -99,21 +99,31 @@ def secret_key(env: Mapping[str, str], *, debug: bool, key_file: Path | None = N
         )
     if key_file is None:
         return "dev-insecure-" + secrets.token_urlsafe(40)
-    try:
-        stored = key_file.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        stored = ""
+    stored = _read_key(key_file)
     if stored:
         return stored
+    # Written to a temporary file, then linked into place: the key file is either absent or
+    # complete, and when two processes start at once the first link wins and both use it.
     generated = "dev-insecure-" + secrets.token_urlsafe(40)
+    temporary = key_file.with_name(f"{key_file.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    temporary.write_text(generated, encoding="utf-8")
+    os.chmod(temporary, 0o600)
     try:
-        # O_EXCL: when two processes start at once, the first writer wins and both use its key.
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        if key_file.exists() and not _read_key(key_file):
+            key_file.unlink()  # an empty file left by an older version or a crash
+        os.link(temporary, key_file)
     except FileExistsError:
-        return key_file.read_text(encoding="utf-8").strip() or generated
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(generated)
-    return generated
+        pass
+    finally:
+        temporary.unlink(missing_ok=True)
+    return _read_key(key_file) or generated
+
+
+def _read_key(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return ""
 
 
 def database(env: Mapping[str, str], base_dir: Path) -> dict[str, Any]:

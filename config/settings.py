@@ -136,7 +136,12 @@ JUDGE_BACKOFF_MAX_S = envparse.env_float(ENV, "JUDGE_BACKOFF_MAX_S", 30.0)
 
 # Audit submissions by participants: the paid judge is opt-in, and submissions are limited.
 AUDIT_PARTICIPANT_OPENAI = envparse.env_bool(ENV, "AUDIT_PARTICIPANT_OPENAI", False)
-AUDIT_DAILY_SUBMISSIONS = envparse.env_int(ENV, "AUDIT_DAILY_SUBMISSIONS", 10, minimum=0)
+# "none" lifts the limit.
+AUDIT_DAILY_SUBMISSIONS: int | None = (
+    None
+    if ENV.get("AUDIT_DAILY_SUBMISSIONS", "").strip().lower() == "none"
+    else envparse.env_int(ENV, "AUDIT_DAILY_SUBMISSIONS", 10, minimum=0)
+)
 
 # Safety probes.
 PROBE_GEOMETRY_MIN_CASES = envparse.env_int(ENV, "PROBE_GEOMETRY_MIN_CASES", 5, minimum=2)

@@ -198,8 +198,9 @@ def _detail_json(request: Request, detail: SubmissionDetail) -> dict[str, Any]:
 class ChecklistLeaderboardView(LeaderboardListView):
     """Each team's best entry, ranked by S, then C_G, then the earliest submission.
 
-    Paginated (`page`, `page_size`); `challenge` keeps one challenge (all of them
-    otherwise); `ordering` re-orders the rows, keeping their rank.
+    Paginated (`page`, `page_size`); `challenge` picks the challenge (the newest open one
+    otherwise: challenges are never ranked together); `ordering` re-orders the rows, keeping
+    their rank.
     """
 
     serializer_class = ChecklistLeaderboardRowSerializer

@@ -351,7 +351,7 @@ def checklist_import_assessed(
 
     ``csvs`` maps paper kinds to (file name, content). The submission's answers come from the
     CSVs; the recorded c values are judged through the same queue as any other judge.
-    Imports are curation: they do not count against the team's quota.
+    An import is an entry of the team like any other and counts towards its quota.
     """
     if not csvs.get(PaperKind.GENUINE):
         raise ChecklistSubmissionError("--genuine is required", field="genuine")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -195,6 +196,10 @@ class ProbeOwnershipError(ProbeFormatError, PermissionError):
         return f"{self.field}: {self.message}"
 
 
+# Unicode control, format (zero-width), private-use and surrogate characters.
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs"})
+
+
 def _model_name_refusal(*, suite: ProbeSuite, model_name: str, owner: Any) -> str | None:
     """Why ``owner`` may not submit under ``model_name`` on ``suite``; None when it may.
 
@@ -210,8 +215,9 @@ def _model_name_refusal(*, suite: ProbeSuite, model_name: str, owner: Any) -> st
         return "sign in to submit responses"
     if getattr(owner, "is_staff", False):
         return None
+    # Case-insensitive: "GPT-4" next to the curators' "gpt-4" would pass for their row.
     first = (
-        ResponseSubmission.objects.filter(suite=suite, model_name=model_name)
+        ResponseSubmission.objects.filter(suite=suite, model_name__iexact=model_name)
         .order_by("pk")
         .values("owner_id")
         .first()
@@ -263,9 +269,16 @@ def probe_submission_submit(
     suite = ProbeSuite.objects.filter(name=suite_name).first()
     if suite is None:
         raise ProbeFormatError(source, [f"field 'suite': no probe suite named {suite_name!r}"])
-    model_name = model_name.strip()[:200]
+    model_name = unicodedata.normalize("NFKC", model_name).strip()[:200]
+    # Every dash (non-breaking hyphen, en dash...) is stored as "-", as it reads.
+    model_name = "".join("-" if unicodedata.category(ch) == "Pd" else ch for ch in model_name)
     if not model_name:
         raise ProbeFormatError(source, ["field 'model': a model name is required"])
+    if any(unicodedata.category(ch) in INVISIBLE_CATEGORIES for ch in model_name):
+        # Zero-width or control characters make a name that looks like another model's.
+        raise ProbeFormatError(
+            source, ["field 'model': the name contains invisible or control characters"]
+        )
     # Checked first, unlocked, so that nobody parses a large file only to be refused...
     refusal = _model_name_refusal(suite=suite, model_name=model_name, owner=owner)
     if refusal:

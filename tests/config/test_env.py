@@ -127,3 +127,27 @@ def test_weights_parse_and_reject_malformed_items() -> None:
         envparse.env_weights({"W": "low=1,high"}, "W")
     with pytest.raises(envparse.ImproperlyConfiguredEnv, match="W: 'low=x'"):
         envparse.env_weights({"W": "low=x"}, "W")
+
+
+def test_an_empty_key_file_is_replaced_by_one_shared_key(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("")
+    first = envparse.secret_key({}, debug=True, key_file=key_file)
+    assert first.startswith("dev-insecure-") and key_file.read_text() == first
+    assert envparse.secret_key({}, debug=True, key_file=key_file) == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["key"]  # no temporary file left
+
+
+def test_audit_daily_limit_can_be_lifted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    import config.settings as settings_module
+
+    monkeypatch.setenv("AUDIT_DAILY_SUBMISSIONS", "none")
+    try:
+        assert importlib.reload(settings_module).AUDIT_DAILY_SUBMISSIONS is None
+        monkeypatch.setenv("AUDIT_DAILY_SUBMISSIONS", "4")
+        assert importlib.reload(settings_module).AUDIT_DAILY_SUBMISSIONS == 4
+    finally:
+        monkeypatch.undo()
+        importlib.reload(settings_module)

@@ -103,7 +103,11 @@ def audit_run_create(
         candidates = Repo.objects.filter(pk__in=covered).order_by("project_id")
         chosen = [r for r in candidates if replayable is None or r.project_id in replayable]
         if not chosen:
-            where = f" that {spec.argument!r} has recorded results for" if replayable else ""
+            where = (
+                f" that {spec.argument!r} has recorded results for"
+                if replayable is not None
+                else ""
+            )
             raise AuditRunError(
                 f"scanner: {scanner.name!r} has no imported results{where} to evaluate"
             )

@@ -282,3 +282,19 @@ def test_two_users_claiming_a_new_name_at_once(suite) -> None:
         ResponseSubmission.objects.filter(model_name="contested").values_list("owner", flat=True)
     )
     assert len(owners) == 1
+
+
+@pytest.mark.parametrize(
+    ("lookalike", "reason"),
+    [
+        ("GPT-4", f"model 'GPT-4' on suite 'mini' {CURATED}"),
+        ("gpt\u20114", f"model 'gpt-4' on suite 'mini' {CURATED}"),  # non-breaking hyphen
+        ("gpt-4\u200b", "field 'model': the name contains invisible or control characters"),
+    ],
+)
+def test_lookalike_names_cannot_stand_beside_the_curated_row(curated, eve, lookalike, reason):
+    before = counts()
+    answer = api_post(eve, lookalike, BAD)
+    assert answer.status_code in (400, 403), answer.content
+    assert reason in [e["reason"] for e in answer.json()["errors"]]
+    assert counts() == before
