@@ -43,7 +43,8 @@ class MembershipInline(admin.TabularInline):
 class TeamAdmin(admin.ModelAdmin):
     list_display = ("name", "challenge", "created_at")
     list_filter = ("challenge",)
-    search_fields = ("name", "members__username")
+    search_fields = ("name", "members__username", "invite_code")
+    readonly_fields = ("invite_code",)
     inlines = [MembershipInline]
 
 

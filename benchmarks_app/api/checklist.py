@@ -28,6 +28,7 @@ from benchmarks_app.selectors.checklist import (
     checklist_quota,
     checklist_submission_detail,
     default_challenge,
+    my_team,
     team_submissions,
     user_team,
     user_teams,
@@ -39,6 +40,8 @@ from benchmarks_app.services.checklist import (
     QuotaExceeded,
     checklist_submission_assess,
     checklist_submission_create,
+    team_create,
+    team_join,
 )
 from benchmarks_app.views.checklist import read_upload
 
@@ -342,6 +345,83 @@ class ChecklistPaperDownloadView(APIView):
         return response
 
 
+class TeamCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="Unique within the challenge.")
+    challenge = serializers.SlugField(
+        required=False, help_text="Challenge slug (the newest open challenge otherwise)."
+    )
+
+
+class TeamJoinSerializer(serializers.Serializer):
+    invite_code = serializers.CharField(
+        max_length=32, help_text="The code a member of the team gave you."
+    )
+
+
+def _challenge_or_error(slug: str | None) -> Challenge:
+    challenge = default_challenge(slug)
+    if challenge is None:
+        raise exceptions.ValidationError({"challenge": ["No such challenge."]})
+    return challenge
+
+
+class ChecklistTeamCreateView(APIView):
+    """Create a team and become its first member (one team per user per challenge)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=TeamCreateSerializer, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request: Request) -> Response:
+        serializer = TeamCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        challenge = _challenge_or_error(data.get("challenge"))
+        try:
+            team_create(user=request.user, challenge=challenge, name=data["name"])
+        except ChecklistSubmissionError as exc:
+            raise _refusal(exc) from exc
+        mine = my_team(user=request.user, challenge=challenge)
+        assert mine is not None
+        return Response(mine.as_dict(), status=status.HTTP_201_CREATED)
+
+
+class ChecklistTeamJoinView(APIView):
+    """Join a team with the invite code one of its members gave you."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=TeamJoinSerializer, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request: Request) -> Response:
+        serializer = TeamJoinSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            membership = team_join(
+                user=request.user, invite_code=serializer.validated_data["invite_code"]
+            )
+        except ChecklistSubmissionError as exc:
+            raise _refusal(exc) from exc
+        mine = my_team(user=request.user, challenge=membership.team.challenge)
+        assert mine is not None
+        return Response(mine.as_dict(), status=status.HTTP_201_CREATED)
+
+
+class ChecklistMyTeamView(APIView):
+    """Your team in the challenge: its members and its invite code (members only)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("challenge", str, description="Challenge slug")],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request) -> Response:
+        challenge = default_challenge(request.query_params.get("challenge") or None)
+        mine = my_team(user=request.user, challenge=challenge) if challenge else None
+        if mine is None:
+            raise Http404("You are not in a team of this challenge")
+        return Response(mine.as_dict())
+
+
 urlpatterns = [
     path("leaderboard/", ChecklistLeaderboardView.as_view(), name="checklist-leaderboard"),
     path("submissions/", ChecklistSubmissionListView.as_view(), name="checklist-submission-list"),
@@ -356,6 +436,9 @@ urlpatterns = [
         name="checklist-submission-assess",
     ),
     path("quota/", ChecklistQuotaView.as_view(), name="checklist-quota"),
+    path("teams/", ChecklistTeamCreateView.as_view(), name="checklist-team-create"),
+    path("teams/join/", ChecklistTeamJoinView.as_view(), name="checklist-team-join"),
+    path("teams/mine/", ChecklistMyTeamView.as_view(), name="checklist-team-mine"),
     path(
         "papers/<int:pk>/download/",
         ChecklistPaperDownloadView.as_view(),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import secrets
 import uuid
 from pathlib import PurePosixPath
 from typing import Any
@@ -45,9 +46,21 @@ class Challenge(TimeStampedModel):
         return self.name
 
 
+def new_invite_code() -> str:
+    """72 random bits, URL-safe: unguessable, short enough to paste into a chat message."""
+    return secrets.token_urlsafe(9)
+
+
 class Team(TimeStampedModel):
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="teams")
     name = models.CharField(max_length=100)
+    # A callable default also covers bulk_create, which skips save().
+    invite_code = models.CharField(
+        max_length=32,
+        unique=True,
+        default=new_invite_code,
+        help_text="Shown to the team's members only; whoever has it can join the team.",
+    )
     members: models.ManyToManyField[Any, Any] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
@@ -59,6 +72,11 @@ class Team(TimeStampedModel):
                 fields=["challenge", "name"], name="uniq_team_name_per_challenge"
             ),
         ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.invite_code:
+            self.invite_code = new_invite_code()
+        super().save(*args, **kwargs)
 
     def __str__(self) -> str:
         return self.name

@@ -121,6 +121,47 @@ def user_team(*, user: Any, challenge: Challenge) -> Team | None:
     return membership.team if membership else None
 
 
+@dataclass(frozen=True)
+class TeamMember:
+    username: str
+    joined_at: datetime
+
+
+@dataclass(frozen=True)
+class MyTeam:
+    """The user's own team; the invite code is read here only, for its members."""
+
+    team: Team
+    invite_code: str
+    members: list[TeamMember]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.team.pk,
+            "name": self.team.name,
+            "challenge": self.team.challenge.slug,
+            "invite_code": self.invite_code,
+            "members": [
+                {"username": m.username, "joined_at": m.joined_at.isoformat()} for m in self.members
+            ],
+        }
+
+
+def my_team(*, user: Any, challenge: Challenge) -> MyTeam | None:
+    """The user's team in ``challenge`` with its members and invite code, or None."""
+    team = user_team(user=user, challenge=challenge)
+    if team is None:
+        return None
+    memberships = (
+        Membership.objects.filter(team=team).select_related("user").order_by("created_at", "pk")
+    )
+    return MyTeam(
+        team=team,
+        invite_code=team.invite_code,
+        members=[TeamMember(m.user.get_username(), m.created_at) for m in memberships],
+    )
+
+
 def user_teams(user: Any) -> list[Team]:
     if user is None or not user.is_authenticated:
         return []

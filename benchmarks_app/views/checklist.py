@@ -23,6 +23,7 @@ from benchmarks_app.selectors.checklist import (
     checklist_quota,
     checklist_submission_detail,
     default_challenge,
+    my_team,
     team_submissions,
     user_team,
     user_teams,
@@ -35,6 +36,8 @@ from benchmarks_app.services.checklist import (
     checklist_submission_assess,
     checklist_submission_create,
     checklist_submission_discard,
+    team_create,
+    team_join,
 )
 from benchmarks_app.services.uploads import upload_too_large
 from benchmarks_app.views.tables import Column, SortableTable
@@ -86,6 +89,16 @@ class SubmissionForm(forms.Form):
                 "adversarial", "T needs its A paper: submit G alone, or the full G/A/T triplet."
             )
         return data
+
+
+class TeamCreateForm(forms.Form):
+    name = forms.CharField(label="Team name", max_length=100)
+
+
+class TeamJoinForm(forms.Form):
+    invite_code = forms.CharField(
+        label="Invite code", max_length=32, help_text="Ask a member of the team for it."
+    )
 
 
 def _challenge(request: HttpRequest) -> Challenge | None:
@@ -217,6 +230,45 @@ def submit(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+def team(request: HttpRequest) -> HttpResponse:
+    """Your team in the challenge, or the forms to create one or join one by invite code."""
+    challenge = _challenge(request)
+    if challenge is None and request.GET.get("challenge"):
+        raise Http404("No such challenge")
+    action = request.POST.get("action") if request.method == "POST" else None
+    create_form = TeamCreateForm(request.POST if action == "create" else None, prefix="create")
+    join_form = TeamJoinForm(request.POST if action == "join" else None, prefix="join")
+    form = {"create": create_form, "join": join_form}.get(action or "")
+    if form is not None and challenge is not None and form.is_valid():
+        try:
+            if form is create_form:
+                joined = team_create(
+                    user=request.user, challenge=challenge, name=form.cleaned_data["name"]
+                )
+            else:
+                joined = team_join(
+                    user=request.user, invite_code=form.cleaned_data["invite_code"]
+                ).team
+        except ChecklistSubmissionError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            messages.success(request, f"You are now in team {joined.name}.")
+            return redirect(f"{reverse('checklist:team')}?challenge={joined.challenge.slug}")
+    mine_ = my_team(user=request.user, challenge=challenge) if challenge else None
+    return render(
+        request,
+        "checklist/team.html",
+        {
+            "challenge": challenge,
+            "my_team": mine_,
+            "create_form": create_form,
+            "join_form": join_form,
+        },
+        status=400 if form is not None else 200,
+    )
+
+
+@login_required
 def mine(request: HttpRequest) -> HttpResponse:
     entries = []
     for team in user_teams(request.user):
@@ -302,6 +354,7 @@ urlpatterns = [
     path("", leaderboard, name="leaderboard"),
     path("submit/", submit, name="submit"),
     path("mine/", mine, name="mine"),
+    path("team/", team, name="team"),
     path("submissions/<int:pk>/", submission_detail, name="submission-detail"),
     path("submissions/<int:pk>/assess/", submission_assess, name="submission-assess"),
     path("submissions/<int:pk>/withdraw/", submission_withdraw, name="submission-withdraw"),
