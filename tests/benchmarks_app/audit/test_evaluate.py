@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
-import re
 from typing import Any
 
 import pytest
@@ -27,48 +25,11 @@ from benchmarks_app.selectors.audit import (
 )
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
 from benchmarks_app.services.runs import run_resume, run_wait
+from tests.benchmarks_app.audit.conftest import fake_verdict
 from tests.factories.audit import repo_with_scan
-from tests.scoring.judges.fake_openai import FakeOpenAI, completion, error_body
+from tests.scoring.judges.fake_openai import FakeOpenAI, error_body
 
 pytestmark = pytest.mark.django_db
-
-
-def _answer(body: dict[str, Any]) -> dict[str, Any]:
-    """Match 'reentrancy' truths to the finding titled 'reentrancy ...', else neither."""
-    user = body["messages"][1]["content"]
-    truth_title = re.search(r"Title: (.*)", user).group(1)  # type: ignore[union-attr]
-    found = re.findall(r"\[(\d+)\] Title: (.*)", user)
-    for index, title in found:
-        if truth_title.split()[0].lower() in title.lower():
-            verdict = {"is_match": True, "is_partial_match": False, "index": int(index)}
-            break
-    else:
-        verdict = {"is_match": False, "is_partial_match": False, "index": -1}
-    return completion(
-        json.dumps(
-            {
-                "is_match": verdict["is_match"],
-                "is_partial_match": verdict["is_partial_match"],
-                "explanation": "fake",
-                "severity_from_junior_auditor": "High",
-                "severity_from_truth": "High",
-                "index_of_finding_from_junior_auditor": verdict["index"],
-            }
-        ),
-        tokens_in=100,
-        tokens_out=20,
-    )
-
-
-@pytest.fixture
-def openai_settings(settings):
-    settings.OPENAI_API_KEY = "test-key"
-    settings.JUDGE_MAX_RETRIES = 1
-    settings.JUDGE_BACKOFF_BASE_S = 0.001
-    settings.JUDGE_BACKOFF_MAX_S = 0.002
-    settings.JUDGE_MODEL = "fake-model"
-    settings.JUDGE_MODELS = []  # any model: the fake server answers for all of them
-    return settings
 
 
 def test_openai_judge_end_to_end_with_ledger(openai_settings) -> None:
@@ -77,7 +38,7 @@ def test_openai_judge_end_to_end_with_ledger(openai_settings) -> None:
         findings=["Unrelated gas issue", "Reentrancy when withdrawing", "Info note"],
         qa=(2,),
     )
-    with FakeOpenAI(_answer) as server:
+    with FakeOpenAI(fake_verdict) as server:
         openai_settings.OPENAI_BASE_URL = server.base_url
         call_command(
             "evaluate_audit",
@@ -122,7 +83,7 @@ def test_failure_marks_run_failed_and_resume_redoes_only_missing(openai_settings
     def handler(body: dict[str, Any]) -> Any:
         if state["down"] and "Title: Oracle staleness" in body["messages"][1]["content"]:
             return 503, error_body("overloaded")
-        return _answer(body)
+        return fake_verdict(body)
 
     with FakeOpenAI(handler) as server:
         openai_settings.OPENAI_BASE_URL = server.base_url
@@ -207,7 +168,7 @@ def test_failed_then_resumed_run_equals_an_uninterrupted_one(openai_settings) ->
     def handler(body: dict[str, Any]) -> Any:
         if state["down"] and "Title: Reentrancy in withdraw" in body["messages"][1]["content"]:
             return 503, error_body("overloaded")
-        return _answer(body)
+        return fake_verdict(body)
 
     with FakeOpenAI(handler) as server:
         openai_settings.OPENAI_BASE_URL = server.base_url

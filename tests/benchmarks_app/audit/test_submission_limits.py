@@ -44,16 +44,6 @@ RESERVED = (
 
 
 @pytest.fixture
-def user(db: Any) -> Any:
-    return get_user_model().objects.create_user("participant", password="pw")
-
-
-@pytest.fixture
-def staff(db: Any) -> Any:
-    return get_user_model().objects.create_user("curator", password="pw", is_staff=True)
-
-
-@pytest.fixture
 def repo(db: Any) -> Repo:
     repo = cast(Repo, RepoFactory(project_id="code4rena_vault_2025_01", name="Vault"))
     TruthFindingFactory(repo=repo, finding_id="H-01", order=0, title="Reentrancy in withdraw")

@@ -40,18 +40,8 @@ FINDINGS = [
 
 
 @pytest.fixture
-def user(db: Any) -> Any:
-    return get_user_model().objects.create_user("participant", password="pw")
-
-
-@pytest.fixture
 def other(db: Any) -> Any:
     return get_user_model().objects.create_user("rival", password="pw")
-
-
-@pytest.fixture
-def staff(db: Any) -> Any:
-    return get_user_model().objects.create_user("curator", password="pw", is_staff=True)
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from benchmarks_app.services.audit import (
     audit_scan_result_make_current,
 )
 from benchmarks_app.services.runs import run_resume, run_wait
-from tests.benchmarks_app.audit.test_evaluate import _answer
+from tests.benchmarks_app.audit.conftest import fake_verdict
 from tests.factories.audit import repo_with_scan
 from tests.scoring.judges.fake_openai import FakeOpenAI, error_body
 
@@ -174,17 +174,6 @@ def test_changed_file_is_a_new_version_and_old_runs_stay_as_judged() -> None:
     assert [r["run_ids"] for r in audit_leaderboard()] == [[old_run.pk]]
 
 
-@pytest.fixture
-def openai_settings(settings: Any) -> Any:
-    settings.OPENAI_API_KEY = "test-key"
-    settings.JUDGE_MAX_RETRIES = 1
-    settings.JUDGE_BACKOFF_BASE_S = 0.001
-    settings.JUDGE_BACKOFF_MAX_S = 0.002
-    settings.JUDGE_MODEL = "fake-model"
-    settings.JUDGE_MODELS = []  # any model: the fake server answers for all of them
-    return settings
-
-
 def test_resume_judges_the_version_the_run_started_with(openai_settings: Any) -> None:
     repo, v1 = repo_with_scan(
         truths=["Reentrancy in withdraw", "Oracle staleness"],
@@ -195,7 +184,7 @@ def test_resume_judges_the_version_the_run_started_with(openai_settings: Any) ->
     def handler(body: dict[str, Any]) -> Any:
         if state["down"] and "Title: Oracle staleness" in body["messages"][1]["content"]:
             return 503, error_body("overloaded")
-        return _answer(body)
+        return fake_verdict(body)
 
     with FakeOpenAI(handler) as server:
         openai_settings.OPENAI_BASE_URL = server.base_url
