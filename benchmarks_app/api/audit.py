@@ -1,20 +1,22 @@
-"""Audit API: leaderboard, per-scanner report, and result submission for a repo.
+"""Audit API: scanners, repos, leaderboard, per-scanner report, and result submission.
 
-The repo list (public fields; truth descriptions only where visible) is served by
-``api.common`` under the same prefix (``api:repo-list``).
+Scanners are public; repos show their public fields, and their ground-truth descriptions
+only where visible (``api:repo-detail``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import django_filters
+from django.db.models import Prefetch, QuerySet
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
-from rest_framework import serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.exceptions import (
     ErrorDetail,
     NotFound,
@@ -29,14 +31,144 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
+from benchmarks_app.models import Repo, Scanner
 from benchmarks_app.selectors.audit import ReportNotFound, audit_leaderboard, audit_report
-from benchmarks_app.selectors.visibility import visible_repos
+from benchmarks_app.selectors.visibility import truth_findings_redacted, visible_repos
 from benchmarks_app.services.audit import (
     AuditQuotaExceeded,
     AuditRunError,
     audit_scan_submit,
     audit_scan_upload,
 )
+
+# --- Scanners and repos ------------------------------------------------------------------
+
+
+class ScannerSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:scanner-detail")
+    run_count = serializers.IntegerField(read_only=True)
+    scan_result_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Scanner
+        fields = ["id", "url", "name", "description", "run_count", "scan_result_count"]
+        fields += ["created_at"]
+        read_only_fields = fields
+
+
+class ScannerFilter(django_filters.FilterSet):
+    name = django_filters.CharFilter(lookup_expr="icontains")
+
+    class Meta:
+        model = Scanner
+        fields = ["name"]
+
+
+def _scanners() -> QuerySet[Scanner]:
+    # The owner is not exposed: scanners are public, who runs them is not.
+    return Scanner.objects.with_counts()
+
+
+class ScannerListView(generics.ListAPIView):
+    """AI auditing tools whose findings are scored."""
+
+    serializer_class = ScannerSerializer
+    filterset_class = ScannerFilter
+    ordering_fields = ["name", "created_at", "run_count"]
+    ordering = ["name"]
+
+    def get_queryset(self) -> QuerySet[Scanner]:
+        return _scanners()
+
+
+class ScannerDetailView(generics.RetrieveAPIView):
+    serializer_class = ScannerSerializer
+
+    def get_queryset(self) -> QuerySet[Scanner]:
+        return _scanners()
+
+
+class RepoSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:repo-detail")
+    truth_count = serializers.IntegerField(read_only=True)
+    scan_result_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Repo
+        fields = [
+            "id",
+            "url",
+            "project_id",
+            "name",
+            "platform",
+            "repository_url",
+            "is_public",
+            "truth_count",
+            "scan_result_count",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class TruthFindingPublicSerializer(serializers.Serializer):
+    finding_id = serializers.CharField()
+    severity = serializers.CharField()
+    title = serializers.CharField()
+    category = serializers.CharField()
+    description = serializers.CharField(
+        source="visible_description",
+        allow_null=True,
+        help_text="Only for repos marked public (and for staff); null otherwise.",
+    )
+
+
+class RepoDetailSerializer(RepoSerializer):
+    truth_findings = TruthFindingPublicSerializer(many=True, read_only=True)
+
+    class Meta(RepoSerializer.Meta):
+        fields = [*RepoSerializer.Meta.fields, "contract_files", "truth_findings"]
+        read_only_fields = fields
+
+
+class RepoFilter(django_filters.FilterSet):
+    platform = django_filters.CharFilter(lookup_expr="iexact")
+    search = django_filters.CharFilter(method="filter_search", label="Project id or name")
+
+    class Meta:
+        model = Repo
+        fields = ["platform", "is_public"]
+
+    def filter_search(self, qs: QuerySet[Repo], name: str, value: str) -> QuerySet[Repo]:
+        return qs.filter(project_id__icontains=value) | qs.filter(name__icontains=value)
+
+
+class RepoListView(generics.ListAPIView):
+    """Audited repos (public fields; ground-truth descriptions are not part of the list)."""
+
+    serializer_class = RepoSerializer
+    filterset_class = RepoFilter
+    ordering_fields = ["project_id", "name", "platform", "created_at", "truth_count"]
+    ordering = ["project_id"]
+
+    def get_queryset(self) -> QuerySet[Repo]:
+        return visible_repos(self.request.user).with_counts()  # type: ignore[attr-defined]
+
+
+class RepoDetailView(generics.RetrieveAPIView):
+    """One repo with its ground-truth findings; descriptions only where the repo is public."""
+
+    serializer_class = RepoDetailSerializer
+
+    def get_queryset(self) -> QuerySet[Repo]:
+        findings = truth_findings_redacted(self.request.user).order_by("order", "id")
+        return (
+            visible_repos(self.request.user)
+            .with_counts()  # type: ignore[attr-defined]
+            .prefetch_related(Prefetch("truth_findings", queryset=findings))
+        )
+
+
+# --- Leaderboard, reports, result uploads ------------------------------------------------
 
 
 class AuditLeaderboardRowSerializer(serializers.Serializer):
@@ -215,6 +347,10 @@ class SubmitResultsView(APIView):
 
 
 urlpatterns = [
+    path("scanners/", ScannerListView.as_view(), name="scanner-list"),
+    path("scanners/<int:pk>/", ScannerDetailView.as_view(), name="scanner-detail"),
+    path("repos/", RepoListView.as_view(), name="repo-list"),
+    path("repos/<int:pk>/", RepoDetailView.as_view(), name="repo-detail"),
     path("leaderboard/", LeaderboardView.as_view(), name="audit-leaderboard"),
     path("reports/<str:scanner>/", ReportView.as_view(), name="audit-report"),
     path("repos/<str:project_id>/results/", SubmitResultsView.as_view(), name="audit-submit"),

@@ -40,10 +40,10 @@ from benchmarks_app.services.checklist import (
     QuotaExceeded,
     checklist_submission_assess,
     checklist_submission_create,
+    read_upload,
     team_create,
     team_join,
 )
-from benchmarks_app.views.checklist import read_upload
 
 
 class QuotaExceededError(exceptions.APIException):

@@ -13,6 +13,7 @@ from typing import TextIO
 
 from django.contrib.auth import get_user_model
 
+from benchmarks_app.formatting import render_checklist_table
 from benchmarks_app.models import Challenge, PaperKind, SubmissionStatus
 from benchmarks_app.selectors.checklist import checklist_leaderboard
 from benchmarks_app.services.checklist import (
@@ -32,8 +33,6 @@ def _upload(path: Path) -> PaperUpload:
 
 
 def run_demo(out: TextIO) -> None:
-    from benchmarks_app.management.commands.checklist_leaderboard import render_table
-
     challenge, _ = Challenge.objects.get_or_create(
         slug=CHALLENGE_SLUG,
         defaults={
@@ -89,4 +88,4 @@ def run_demo(out: TextIO) -> None:
             f"run #{run.pk} {run.status} ({run.progress_done}/{run.progress_total} answers)\n"
         )
     out.write("\nChecklist leaderboard (offline judge):\n")
-    out.write(render_table(checklist_leaderboard(challenge_slug=CHALLENGE_SLUG)) + "\n")
+    out.write(render_checklist_table(checklist_leaderboard(challenge_slug=CHALLENGE_SLUG)) + "\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
+from benchmarks_app.formatting import format_score
 from benchmarks_app.models import RunStatus
 from benchmarks_app.selectors.probes import probe_leaderboard
 from benchmarks_app.services.probes import (
@@ -17,10 +18,6 @@ from benchmarks_app.services.runs import run_wait
 XSTEST = Path(__file__).resolve().parents[1] / "sample_data" / "probes" / "xstest"
 SUITE = "xstest"
 MODELS = {"gpt-4": "completions_gpt4.csv", "llama-2-70b-chat (new)": "completions_llama2new.csv"}
-
-
-def _f(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
 
 
 def run_demo(out: TextIO) -> None:
@@ -56,9 +53,11 @@ def run_demo(out: TextIO) -> None:
     )
     for row in probe_leaderboard(suite_name=SUITE):
         out.write(
-            f"{row['rank']:>2} {row['model']:<26} {_f(row['resilience_index']):>10} "
-            f"{_f(row['pass_rate']):>6} {_f(row['severity_weighted_pass_rate']):>10} "
-            f"{_f(row['high_stakes_failure_rate']):>14} {_f(row['agreement_accuracy']):>9} "
-            f"{_f(row['agreement_kappa']):>6}\n"
+            f"{row['rank']:>2} {row['model']:<26} {format_score(row['resilience_index']):>10} "
+            f"{format_score(row['pass_rate']):>6} "
+            f"{format_score(row['severity_weighted_pass_rate']):>10} "
+            f"{format_score(row['high_stakes_failure_rate']):>14} "
+            f"{format_score(row['agreement_accuracy']):>9} "
+            f"{format_score(row['agreement_kappa']):>6}\n"
         )
     out.write("Reports: /probes/ (per-model pages with geometry and worst cases).\n")

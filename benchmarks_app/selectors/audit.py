@@ -54,7 +54,7 @@ def _latest_complete(scanner_id: int | None = None) -> list[AuditRepoResult]:
     )
 
 
-def audit_leaderboard(**_: Any) -> list[dict[str, Any]]:
+def audit_leaderboard() -> list[dict[str, Any]]:
     """One row per scanner, best F1 (with partial) first."""
     by_scanner: dict[str, list[AuditRepoResult]] = defaultdict(list)
     for row in _latest_complete():

@@ -6,13 +6,10 @@ Each benchmark's own leaderboard lives in its selector module (``audit_leaderboa
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
@@ -23,16 +20,12 @@ from benchmarks_app.models import (
     ResponseSubmission,
     Scanner,
 )
+from benchmarks_app.selectors.audit import audit_leaderboard
+from benchmarks_app.selectors.checklist import checklist_leaderboard
+from benchmarks_app.selectors.probes import probe_leaderboard
 from benchmarks_app.selectors.visibility import visible_runs
 
 logger = logging.getLogger(__name__)
-
-# Where each benchmark's leaderboard selector lives, and its description on the site.
-LEADERBOARD_SELECTORS: dict[str, tuple[str, str]] = {
-    Benchmark.AUDIT: ("benchmarks_app.selectors.audit", "audit_leaderboard"),
-    Benchmark.PROBES: ("benchmarks_app.selectors.probes", "probe_leaderboard"),
-    Benchmark.CHECKLIST: ("benchmarks_app.selectors.checklist", "checklist_leaderboard"),
-}
 
 BENCHMARK_DESCRIPTIONS: dict[str, str] = {
     Benchmark.AUDIT: (
@@ -50,30 +43,41 @@ BENCHMARK_DESCRIPTIONS: dict[str, str] = {
 }
 
 
-def leaderboard_selector(benchmark: str) -> Callable[..., Any] | None:
-    """The benchmark's leaderboard function, or ``None`` while it is not written yet."""
-    module_name, func_name = LEADERBOARD_SELECTORS[benchmark]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return None
-    func = getattr(module, func_name, None)
-    return func if callable(func) else None
+class LeaderboardSelector(Protocol):
+    """A benchmark's whole leaderboard as ``user`` may see it: its rows, best first."""
+
+    def __call__(self, *, user: Any = None) -> list[dict[str, Any]]: ...
 
 
-def leaderboard_rows(benchmark: str, *, user: Any = None, **kwargs: Any) -> list[Any] | None:
-    """Rows of a benchmark's leaderboard (best first); ``None`` when it is not available.
+# The boards share one signature, so that callers need not know which benchmark takes which
+# filter; each passes on what its selector needs.
 
-    ``user`` is passed on to selectors that take it (their visibility rules apply).
-    """
-    func = leaderboard_selector(benchmark)
-    if func is None:
-        return None
-    params = inspect.signature(func).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    if "user" in params or takes_any:
-        kwargs["user"] = user
-    return list(func(**kwargs))
+
+def _audit_board(*, user: Any = None) -> list[dict[str, Any]]:
+    # Every scanner's scores are public: there is nothing to hide from ``user``.
+    return audit_leaderboard()
+
+
+def _probes_board(*, user: Any = None) -> list[dict[str, Any]]:
+    # Every suite, each ranked on its own (``rank`` restarts per suite).
+    return probe_leaderboard(user=user)
+
+
+def _checklist_board(*, user: Any = None) -> list[dict[str, Any]]:
+    # The default challenge: teams of different challenges are never ranked together.
+    return checklist_leaderboard()
+
+
+LEADERBOARDS: dict[str, LeaderboardSelector] = {
+    Benchmark.AUDIT: _audit_board,
+    Benchmark.PROBES: _probes_board,
+    Benchmark.CHECKLIST: _checklist_board,
+}
+
+
+def leaderboard_rows(benchmark: str, *, user: Any = None) -> list[dict[str, Any]]:
+    """Rows of a benchmark's leaderboard (best first), as ``user`` may see them."""
+    return LEADERBOARDS[benchmark](user=user)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.files.uploadedfile import UploadedFile
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
@@ -36,25 +35,15 @@ from benchmarks_app.services.checklist import (
     checklist_submission_assess,
     checklist_submission_create,
     checklist_submission_discard,
+    read_upload,
     team_create,
     team_join,
 )
-from benchmarks_app.services.uploads import upload_too_large
 from benchmarks_app.views.tables import Column, SortableTable
 
 app_name = "checklist"
 
 ACCEPT = ".pdf,.tex,.zip"
-
-
-def read_upload(upload: UploadedFile | None, field: str) -> PaperUpload | None:
-    """Read an uploaded file, refusing it before reading when it is over the size limit."""
-    if upload is None:
-        return None
-    too_large = upload_too_large(upload.size, f"{field} paper {upload.name!r}")
-    if too_large:
-        raise ChecklistSubmissionError(too_large, field=field)
-    return PaperUpload(name=upload.name or field, data=upload.read())
 
 
 class SubmissionForm(forms.Form):

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from benchmarks_app.formatting import render_checklist_table
 from benchmarks_app.selectors.checklist import checklist_leaderboard
 
 FIELDS = ("rank", "team", "submission", "c_g", "c_a", "c_t", "r", "s")
@@ -27,20 +28,4 @@ class Command(BaseCommand):
             payload = {"rows": [{k: row[k] for k in FIELDS} for row in rows]}
             self.stdout.write(json.dumps(payload, indent=2))
             return
-        self.stdout.write(render_table(rows))
-
-
-def render_table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "No scored checklist entries yet."
-    width = max(4, *(len(str(r["team"])) for r in rows))
-    lines = [
-        f"{'rank':>4}  {'team':<{width}}  {'entry':>6}  {'C_G':>5}  {'C_A':>5}  {'C_T':>5}  "
-        f"{'R':>5}  {'S':>5}"
-    ]
-    for r in rows:
-        lines.append(
-            f"{r['rank']:>4}  {r['team']:<{width}}  {'#' + str(r['submission']):>6}  "
-            f"{r['c_g']:5.2f}  {r['c_a']:5.2f}  {r['c_t']:5.2f}  {r['r']:5.2f}  {r['s']:5.2f}"
-        )
-    return "\n".join(lines)
+        self.stdout.write(render_checklist_table(rows))

@@ -5,15 +5,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from benchmarks_app.formatting import format_score
 from benchmarks_app.management.commands.probe_report import (
     add_target_arguments,
     resolve_submission,
 )
 from benchmarks_app.selectors.probes import ProbeReportNotFound, probe_latest_report
-
-
-def _f(value: Any) -> str:
-    return "—" if value is None else f"{value:.3f}"
 
 
 class Command(BaseCommand):
@@ -47,6 +44,7 @@ class Command(BaseCommand):
         rows = [("all", agreement), *agreement["by_category"].items()]
         for scope, a in rows:
             self.stdout.write(
-                f"{scope:<32} {a['n']:>5} {_f(a['accuracy']):>9} {_f(a['precision']):>9} "
-                f"{_f(a['recall']):>8} {_f(a['kappa']):>7}"
+                f"{scope:<32} {a['n']:>5} {format_score(a['accuracy']):>9} "
+                f"{format_score(a['precision']):>9} "
+                f"{format_score(a['recall']):>8} {format_score(a['kappa']):>7}"
             )

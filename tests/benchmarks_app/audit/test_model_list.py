@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from benchmarks_app.services.audit import AuditRunError
-from benchmarks_app.services.audit.evaluation import audit_run_create
+from benchmarks_app.services.audit.runs import audit_run_create
 from tests.factories.audit import repo_with_scan
 
 pytestmark = pytest.mark.django_db

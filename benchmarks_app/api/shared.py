@@ -1,7 +1,7 @@
-"""Endpoints shared by the three benchmarks: index, runs, scanners, repos, own submissions.
+"""Endpoints that span the three benchmarks: index, benchmark list, runs, own submissions.
 
-Each benchmark's own endpoints (leaderboard, reports, submissions) live in its module
-(``api/audit.py``, ``api/probes.py``, ``api/checklist.py``).
+Each benchmark's own endpoints (leaderboard, reports, submissions; the audit scanners and
+repos too) live in its module (``api/audit.py``, ``api/probes.py``, ``api/checklist.py``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 from django.urls import NoReverseMatch, reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -20,17 +20,13 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse as api_reverse
 from rest_framework.views import APIView
 
-from benchmarks_app.models import Benchmark, EvaluationRun, Repo, RunStatus, Scanner
+from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.selectors.leaderboards import (
     OwnSubmission,
     benchmark_summaries,
     own_submissions,
 )
-from benchmarks_app.selectors.visibility import (
-    truth_findings_redacted,
-    visible_repos,
-    visible_runs,
-)
+from benchmarks_app.selectors.visibility import visible_runs
 
 
 def _maybe_url(request: Request | None, name: str, **kwargs: Any) -> str | None:
@@ -213,133 +209,6 @@ class RunDetailView(generics.RetrieveAPIView):
 
     def get_queryset(self) -> QuerySet[EvaluationRun]:
         return visible_runs(self.request.user).prefetch_related("repos")
-
-
-# --- Scanners and repos ------------------------------------------------------------------
-
-
-class ScannerSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="api:scanner-detail")
-    run_count = serializers.IntegerField(read_only=True)
-    scan_result_count = serializers.IntegerField(read_only=True)
-
-    class Meta:
-        model = Scanner
-        fields = ["id", "url", "name", "description", "run_count", "scan_result_count"]
-        fields += ["created_at"]
-        read_only_fields = fields
-
-
-class ScannerFilter(django_filters.FilterSet):
-    name = django_filters.CharFilter(lookup_expr="icontains")
-
-    class Meta:
-        model = Scanner
-        fields = ["name"]
-
-
-def _scanners() -> QuerySet[Scanner]:
-    # The owner is not exposed: scanners are public, who runs them is not.
-    return Scanner.objects.with_counts()
-
-
-class ScannerListView(generics.ListAPIView):
-    """AI auditing tools whose findings are scored."""
-
-    serializer_class = ScannerSerializer
-    filterset_class = ScannerFilter
-    ordering_fields = ["name", "created_at", "run_count"]
-    ordering = ["name"]
-
-    def get_queryset(self) -> QuerySet[Scanner]:
-        return _scanners()
-
-
-class ScannerDetailView(generics.RetrieveAPIView):
-    serializer_class = ScannerSerializer
-
-    def get_queryset(self) -> QuerySet[Scanner]:
-        return _scanners()
-
-
-class RepoSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="api:repo-detail")
-    truth_count = serializers.IntegerField(read_only=True)
-    scan_result_count = serializers.IntegerField(read_only=True)
-
-    class Meta:
-        model = Repo
-        fields = [
-            "id",
-            "url",
-            "project_id",
-            "name",
-            "platform",
-            "repository_url",
-            "is_public",
-            "truth_count",
-            "scan_result_count",
-            "created_at",
-        ]
-        read_only_fields = fields
-
-
-class TruthFindingPublicSerializer(serializers.Serializer):
-    finding_id = serializers.CharField()
-    severity = serializers.CharField()
-    title = serializers.CharField()
-    category = serializers.CharField()
-    description = serializers.CharField(
-        source="visible_description",
-        allow_null=True,
-        help_text="Only for repos marked public (and for staff); null otherwise.",
-    )
-
-
-class RepoDetailSerializer(RepoSerializer):
-    truth_findings = TruthFindingPublicSerializer(many=True, read_only=True)
-
-    class Meta(RepoSerializer.Meta):
-        fields = [*RepoSerializer.Meta.fields, "contract_files", "truth_findings"]
-        read_only_fields = fields
-
-
-class RepoFilter(django_filters.FilterSet):
-    platform = django_filters.CharFilter(lookup_expr="iexact")
-    search = django_filters.CharFilter(method="filter_search", label="Project id or name")
-
-    class Meta:
-        model = Repo
-        fields = ["platform", "is_public"]
-
-    def filter_search(self, qs: QuerySet[Repo], name: str, value: str) -> QuerySet[Repo]:
-        return qs.filter(project_id__icontains=value) | qs.filter(name__icontains=value)
-
-
-class RepoListView(generics.ListAPIView):
-    """Audited repos (public fields; ground-truth descriptions are not part of the list)."""
-
-    serializer_class = RepoSerializer
-    filterset_class = RepoFilter
-    ordering_fields = ["project_id", "name", "platform", "created_at", "truth_count"]
-    ordering = ["project_id"]
-
-    def get_queryset(self) -> QuerySet[Repo]:
-        return visible_repos(self.request.user).with_counts()  # type: ignore[attr-defined]
-
-
-class RepoDetailView(generics.RetrieveAPIView):
-    """One repo with its ground-truth findings; descriptions only where the repo is public."""
-
-    serializer_class = RepoDetailSerializer
-
-    def get_queryset(self) -> QuerySet[Repo]:
-        findings = truth_findings_redacted(self.request.user).order_by("order", "id")
-        return (
-            visible_repos(self.request.user)
-            .with_counts()  # type: ignore[attr-defined]
-            .prefetch_related(Prefetch("truth_findings", queryset=findings))
-        )
 
 
 # --- Own submissions ---------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""Creating audit evaluation runs: the judge, repos and settings a run asks for, checked.
+
+A run judges the scan result versions that were current when it was created
+(:class:`AuditRunScan`); results imported later become new versions and never change what a
+run judged, also when it resumes (see :mod:`benchmarks_app.services.audit.processing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from benchmarks_app.models import Benchmark, EvaluationRun, Repo, Scanner, ScanResult
+from benchmarks_app.models.audit import AuditRunScan
+from benchmarks_app.services.runs import run_create
+from scoring.audit.judges import ReplayAuditJudge, parse_judge_spec
+
+
+class AuditRunError(ValueError):
+    """A run that cannot be created as asked; the message says which argument and why."""
+
+
+def _setting(name: str, default: Any) -> Any:
+    """A Django setting, or ``default`` where the site leaves it out (shared by this package)."""
+    return getattr(settings, name, default)
+
+
+@transaction.atomic
+def audit_run_create(
+    *,
+    scanner: Scanner,
+    repos: Sequence[Repo] | None = None,
+    judge: str | None = None,
+    model: str | None = None,
+    iterations: int | None = None,
+    batch_size: int | None = None,
+    json_mode: bool | None = None,
+    created_by: Any = None,
+    enqueue: bool = True,
+) -> EvaluationRun:
+    """Create (and enqueue) a run scoring ``scanner`` on ``repos`` (default: all it covers)."""
+    try:
+        spec = parse_judge_spec(judge or _setting("JUDGE_DEFAULT", "offline"))
+    except ValueError as exc:
+        raise AuditRunError(str(exc)) from None
+    if spec.kind == "replay" and not Path(spec.argument).is_dir():
+        raise AuditRunError(f"judge: replay folder {spec.argument!r} does not exist")
+    if spec.kind == "openai" and not (
+        _setting("OPENAI_API_KEY", "") or _setting("OPENAI_BASE_URL", None)
+    ):
+        raise AuditRunError("judge: openai needs OPENAI_API_KEY (or OPENAI_BASE_URL) to be set")
+    for name, value in (("iterations", iterations), ("batch_size", batch_size)):
+        if value is not None and value < 1:
+            raise AuditRunError(f"{name}: must be at least 1, got {value}")
+    current = {r.repo_id: r for r in ScanResult.objects.current().filter(scanner=scanner)}
+    covered = set(current)
+    # A replay judge can only answer for the repos its folder has recorded results for.
+    replayable = ReplayAuditJudge.recorded_repos(spec.argument) if spec.kind == "replay" else None
+    if repos is None:
+        candidates = Repo.objects.filter(pk__in=covered).order_by("project_id")
+        chosen = [r for r in candidates if replayable is None or r.project_id in replayable]
+        if not chosen:
+            where = (
+                f" that {spec.argument!r} has recorded results for"
+                if replayable is not None
+                else ""
+            )
+            raise AuditRunError(
+                f"scanner: {scanner.name!r} has no imported results{where} to evaluate"
+            )
+    else:
+        chosen = list(repos)
+        missing = [r.project_id for r in chosen if r.pk not in covered]
+        if missing:
+            raise AuditRunError(
+                f"repo: scanner {scanner.name!r} has no results for {', '.join(missing)}"
+            )
+        unrecorded = [
+            r.project_id
+            for r in chosen
+            if replayable is not None and r.project_id not in replayable
+        ]
+        if unrecorded:
+            raise AuditRunError(
+                f"repo: replay folder {spec.argument!r} has no recorded results for "
+                f"{', '.join(unrecorded)}"
+            )
+        if not chosen:
+            raise AuditRunError("repo: no repo selected")
+    config: dict[str, Any] = {
+        "iterations": iterations or _setting("JUDGE_ITERATIONS", 3),
+        "batch_size": batch_size or _setting("JUDGE_BATCH_SIZE", 10),
+    }
+    if spec.kind == "openai":
+        allowed = list(_setting("JUDGE_MODELS", []) or [])
+        config["model"] = model or _setting("JUDGE_MODEL", "o4-mini")
+        # The operator decides which (paid) models runs may use.
+        if allowed and config["model"] not in allowed:
+            raise AuditRunError(
+                f"model: {config['model']!r} is not one of the configured JUDGE_MODELS "
+                f"({', '.join(allowed)})"
+            )
+        config["json_mode"] = bool(
+            _setting("JUDGE_JSON_MODE", False) if json_mode is None else json_mode
+        )
+    run = run_create(
+        benchmark=Benchmark.AUDIT,
+        scanner=scanner,
+        repos=chosen,
+        judge=spec.label,
+        judge_config=config,
+        created_by=created_by,
+        enqueue=enqueue,
+    )
+    # The task is sent once this transaction commits, so it always finds the versions.
+    AuditRunScan.objects.bulk_create(
+        AuditRunScan(run=run, repo=repo, scan_result=current[repo.pk]) for repo in chosen
+    )
+    return run

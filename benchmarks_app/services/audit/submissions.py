@@ -1,0 +1,249 @@
+"""Participants' submissions: a scanner's results for one repo, stored and queued for evaluation.
+
+Before anything is stored, a submission is checked: whether the user may write under the
+scanner's name, which judge they may ask for (the paid ``openai`` judge only where the site
+allows it) and their daily quota. A refused submission stores nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+
+from benchmarks_app.models import EvaluationRun, Repo, Scanner
+from benchmarks_app.selectors.audit import AuditSubmissionQuota, audit_submission_quota
+from benchmarks_app.services.audit.importing import ImportReport, import_scan_file
+from benchmarks_app.services.audit.runs import AuditRunError, _setting, audit_run_create
+from benchmarks_app.services.uploads import upload_too_large
+from scoring.audit.judges import parse_judge_spec
+from scoring.audit.parsing import ParseError, ScanFile, ScanRecord, loads, parse_scan
+
+# Participants pick among these; a replay judge reads a folder on the server, so replay runs
+# stay with maintainers (``manage.py evaluate_audit``, the admin).
+SUBMIT_JUDGES = ("offline", "openai")
+SCANNER_NAME_MAX = 100
+# The name becomes a URL segment (/audit/scanners/<name>/) and a file name in downloads.
+_SCANNER_NAME = re.compile(r"\w[\w .+@()-]*")
+
+
+def _submit_scanner_name(*, user: Any, scanner_name: str) -> str:
+    """The cleaned scanner name, after checking that ``user`` may write its results.
+
+    A scanner belongs to whoever first submitted it; one without an owner was imported by
+    the maintainers (the reference scanners). Only its owner, or staff, may replace a
+    scanner's results: anybody else would rewrite someone else's leaderboard entry.
+    """
+    name = (scanner_name or "").strip()
+    if not name:
+        raise AuditRunError("scanner: a name is required")
+    scanner = Scanner.objects.filter(name=name).first()
+    if scanner is None:
+        if len(name) > SCANNER_NAME_MAX:
+            raise AuditRunError(f"scanner: at most {SCANNER_NAME_MAX} characters, got {len(name)}")
+        if not _SCANNER_NAME.fullmatch(name):
+            raise AuditRunError(
+                f"scanner: {name!r} may only hold letters, digits, spaces and . _ - + @ ( ),"
+                " starting with a letter or digit"
+            )
+        return name
+    if getattr(user, "is_staff", False):
+        return name
+    if scanner.owner_id is None:
+        raise PermissionError(
+            f"scanner: {name!r} is maintained by the site's curators; "
+            "submit under a name of your own"
+        )
+    if scanner.owner_id != getattr(user, "pk", None):
+        raise PermissionError(
+            f"scanner: {name!r} belongs to another user; submit under a name of your own"
+        )
+    return name
+
+
+def participant_openai_allowed(user: Any) -> bool:
+    """Whether ``user`` may have submissions judged by the paid ``openai`` judge.
+
+    Staff always may; participants only where the site opts in with
+    ``AUDIT_PARTICIPANT_OPENAI`` (every submission costs about truth x scan / batch x 2-3
+    calls, and the daily quota alone would still let every account spend that each day).
+    """
+    if getattr(user, "is_staff", False):
+        return True
+    return bool(_setting("AUDIT_PARTICIPANT_OPENAI", False))
+
+
+def _submit_judge(*, user: Any, judge: str | None) -> str:
+    """The judge of a submitted run, after checking that ``user`` may ask for it.
+
+    Without a choice the site's default is used, unless that default is one the user may not
+    ask for (``openai`` where participants do not get it): then ``offline``.
+    """
+    if judge is None:
+        default = str(_setting("JUDGE_DEFAULT", "offline"))
+        try:
+            kind = parse_judge_spec(default).kind
+        except ValueError:
+            kind = ""
+        if kind in SUBMIT_JUDGES and (kind != "openai" or participant_openai_allowed(user)):
+            return default
+        return "offline"
+    try:
+        kind = parse_judge_spec(judge).kind
+    except ValueError:
+        kind = ""
+    if kind not in SUBMIT_JUDGES:
+        raise AuditRunError(f"judge: {judge!r} is not one of {', '.join(SUBMIT_JUDGES)}")
+    if kind == "openai":
+        # The same words as audit_run_create when the site has no OpenAI access at all.
+        if not (_setting("OPENAI_API_KEY", "") or _setting("OPENAI_BASE_URL", None)):
+            raise AuditRunError("judge: openai needs OPENAI_API_KEY (or OPENAI_BASE_URL) to be set")
+        if not participant_openai_allowed(user):
+            raise AuditRunError(
+                "judge: the openai judge is reserved for the site's staff here (every run "
+                "costs paid API calls); choose offline"
+            )
+    return judge
+
+
+class AuditQuotaExceeded(AuditRunError):
+    """The user's daily number of audit submissions is used up; ``quota`` says until when."""
+
+    def __init__(self, message: str, *, quota: AuditSubmissionQuota) -> None:
+        super().__init__(message)
+        self.quota = quota
+
+
+def _check_daily_quota(user: Any) -> None:
+    """Refuse a participant's submission past ``AUDIT_DAILY_SUBMISSIONS`` a (UTC) day.
+
+    Must run inside the submission's transaction: the lock on the user's row serializes one
+    user's concurrent submissions, so that the count and the new run happen with no other
+    submission of theirs in between (on SQLite the IMMEDIATE transaction already does).
+    """
+    if not getattr(user, "is_authenticated", False):
+        raise PermissionError("sign in to submit results")
+    if user.is_staff:
+        return
+    get_user_model().objects.select_for_update().get(pk=user.pk)
+    quota = audit_submission_quota(user=user)
+    if quota.remaining is not None and quota.remaining <= 0:
+        raise AuditQuotaExceeded(f"submissions: {quota.exceeded_message}", quota=quota)
+
+
+def _submit_findings(
+    data: Any, *, where: str, repo: Repo
+) -> tuple[list[ScanRecord], dict[str, Any]]:
+    try:
+        findings, metadata = parse_scan(data)
+    except ParseError as exc:
+        message = str(exc)
+        # A body's problem with its "findings" key is already named by the field.
+        if where == "findings":
+            message = message.removeprefix("findings: ")
+        raise AuditRunError(f"{where}: {message}") from None
+    # The file's own repo id, where it has one, catches the easy mistake of uploading the
+    # results of a neighbouring repo (the reference data has one near-identical file each).
+    project = metadata.get("project")
+    if isinstance(project, str) and project.strip() and project.strip() != repo.project_id:
+        raise AuditRunError(
+            f"{where}: the results are for project {project.strip()!r}, "
+            f"not for the chosen repo {repo.project_id!r}"
+        )
+    return findings, metadata
+
+
+def _store_and_queue(
+    *,
+    user: Any,
+    name: str,
+    repo: Repo,
+    findings: list[ScanRecord],
+    metadata: dict[str, Any],
+    source_name: str,
+    judge: str,
+) -> EvaluationRun:
+    _check_daily_quota(user)
+    report = ImportReport()
+    result = import_scan_file(
+        ScanFile(name, repo.project_id, source_name[:300], findings, metadata),
+        repo,
+        report,
+        owner=user,
+    )
+    scanner = result.scanner
+    if scanner.owner_id != getattr(user, "pk", None) and not getattr(user, "is_staff", False):
+        # Someone else created the name between the check and the insert: undo it all.
+        raise PermissionError(
+            f"scanner: {name!r} belongs to another user; submit under a name of your own"
+        )
+    return audit_run_create(scanner=scanner, repos=[repo], judge=judge, created_by=user)
+
+
+@transaction.atomic
+def audit_scan_submit(
+    *,
+    user: Any,
+    scanner_name: str,
+    repo: Repo,
+    data: Any,
+    source_name: str = "api upload",
+    judge: str | None = None,
+) -> EvaluationRun:
+    """Store a scanner's results for one repo (any accepted shape) and queue their evaluation.
+
+    ``data`` is the decoded JSON. Raises :class:`AuditRunError` (``"field: problem"``) for bad
+    input and :class:`PermissionError` when the scanner is not the user's to write; either
+    way nothing is stored.
+    """
+    name = _submit_scanner_name(user=user, scanner_name=scanner_name)
+    judge = _submit_judge(user=user, judge=judge)
+    findings, metadata = _submit_findings(data, where="findings", repo=repo)
+    return _store_and_queue(
+        user=user,
+        name=name,
+        repo=repo,
+        findings=findings,
+        metadata=metadata,
+        source_name=source_name,
+        judge=judge,
+    )
+
+
+@transaction.atomic
+def audit_scan_upload(
+    *,
+    user: Any,
+    scanner_name: str,
+    repo: Repo,
+    upload: UploadedFile,
+    judge: str | None = None,
+) -> EvaluationRun:
+    """:func:`audit_scan_submit` for an uploaded JSON file (the web form, API multipart).
+
+    The size is checked before reading; every problem with the file is reported under the
+    ``file`` field and names the file.
+    """
+    name = _submit_scanner_name(user=user, scanner_name=scanner_name)
+    judge = _submit_judge(user=user, judge=judge)
+    file_name = upload.name or "upload"
+    too_large = upload_too_large(upload.size, file_name)
+    if too_large:
+        raise AuditRunError(f"file: {too_large}")
+    try:
+        data = loads(upload.read())
+    except ParseError as exc:
+        raise AuditRunError(f"file: {file_name}: {exc}") from None
+    findings, metadata = _submit_findings(data, where=f"file: {file_name}", repo=repo)
+    return _store_and_queue(
+        user=user,
+        name=name,
+        repo=repo,
+        findings=findings,
+        metadata=metadata,
+        source_name=file_name,
+        judge=judge,
+    )

@@ -1,0 +1,255 @@
+"""The queue's processor of checklist runs: judge every answer in batches, then score.
+
+A run is resumable: answers that already have a verdict in the run are skipped, and those
+the judge could not decide are retried, so a resumed run asks the judge only what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from benchmarks_app.models import (
+    AssessmentStatus,
+    ChecklistAnswer,
+    ChecklistAssessment,
+    ChecklistScore,
+    ChecklistSubmission,
+    EvaluationRun,
+    PaperKind,
+    SubmissionStatus,
+)
+from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
+from scoring.checklist.judges import (
+    ChecklistItem,
+    ChecklistJudge,
+    ChecklistVerdict,
+    OfflineChecklistJudge,
+    RecordedChecklistJudge,
+    assess_item,
+)
+from scoring.checklist.scores import PaperAssessment, checklist_scores
+from scoring.judges.consensus import ConsensusResult
+
+
+def _build_judge(run: EvaluationRun) -> tuple[ChecklistJudge, Any]:
+    """The run's judge and, for LLM judges, the ledger recorder to flush after each batch."""
+    base = run.judge.split(":", 1)[0]
+    if base == "offline":
+        return OfflineChecklistJudge(), None
+    if base == "recorded":
+        raw = (run.judge_config or {}).get("verdicts", {})
+        verdicts = {
+            (kind, int(number)): (int(value[0]), str(value[1]))
+            for kind, by_number in raw.items()
+            for number, value in by_number.items()
+        }
+        return RecordedChecklistJudge(verdicts), None
+    if base == "openai":
+        from benchmarks_app.services.judging import DbJudgeCache, ledger_recorder
+        from scoring.checklist.openai_judge import OpenAIChecklistJudge
+        from scoring.judges.llm import LLMConfig, make_client
+
+        model = run.judge.split(":", 1)[1] if ":" in run.judge else settings.JUDGE_MODEL
+        config = LLMConfig(
+            model=model,
+            api_key=settings.OPENAI_API_KEY,
+            base_url=settings.OPENAI_BASE_URL,
+            timeout_s=settings.JUDGE_TIMEOUT_S,
+            max_retries=settings.JUDGE_MAX_RETRIES,
+            json_mode=settings.JUDGE_JSON_MODE,
+        )
+        recorder = ledger_recorder(run)
+        judge = OpenAIChecklistJudge(
+            client=make_client(config),
+            config=config,
+            cache=DbJudgeCache(),
+            record=recorder,
+        )
+        return judge, recorder
+    raise ValueError(f"unknown checklist judge {run.judge!r}")
+
+
+def _item(answer: ChecklistAnswer) -> ChecklistItem:
+    q = answer.question
+    return ChecklistItem(
+        paper_kind=answer.paper.kind,
+        number=q.number,
+        title=q.title,
+        question=q.question,
+        guidelines=q.guidelines,
+        answer=answer.answer,
+        justification=answer.justification,
+        paper_text=answer.paper.extracted_text,
+    )
+
+
+async def _assess_batch(
+    judge: ChecklistJudge, items: list[ChecklistItem], iterations: int, concurrency: int
+) -> list[ConsensusResult[ChecklistVerdict]]:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(item: ChecklistItem) -> ConsensusResult[ChecklistVerdict]:
+        async with gate:
+            return await assess_item(judge, item, iterations=iterations)
+
+    return list(await asyncio.gather(*(one(i) for i in items)))
+
+
+def _votes_json(result: ConsensusResult[ChecklistVerdict]) -> list[dict[str, Any]]:
+    return [
+        {
+            "number": v.number,
+            "correct": None if v.verdict is None else v.verdict.correct,
+            "feedback": "" if v.verdict is None else v.verdict.feedback[:500],
+            "error": v.error,
+        }
+        for v in result.votes
+    ]
+
+
+def process_checklist(run: EvaluationRun) -> None:
+    """Assess every answer still without a verdict in this run, then score the submission."""
+    submission = run.checklist_submission
+    if submission is None:
+        raise ValueError(f"run #{run.pk} has no checklist submission")
+    ChecklistSubmission.objects.filter(pk=submission.pk).update(
+        status=SubmissionStatus.ASSESSING, error="", updated_at=timezone.now()
+    )
+    try:
+        _process(run, submission)
+    except Exception as exc:
+        # A platform failure, not a refused submission: it keeps counting towards the quota.
+        ChecklistSubmission.objects.filter(pk=submission.pk).update(
+            status=SubmissionStatus.FAILED, error=f"Assessment failed: {exc}"[:2000]
+        )
+        raise
+
+
+def _process(run: EvaluationRun, submission: ChecklistSubmission) -> None:
+    answers = list(
+        ChecklistAnswer.objects.filter(paper__submission=submission)
+        .select_related("paper", "question")
+        .order_by("paper__kind", "question__number")
+    )
+    done_ids = set(
+        ChecklistAssessment.objects.filter(run=run)
+        .exclude(status=AssessmentStatus.JUDGE_FAILED)
+        .values_list("answer_id", flat=True)
+    )
+    pending = [a for a in answers if a.pk not in done_ids]
+    run_set_total(run=run, total=len(answers), done=len(answers) - len(pending))
+
+    todo = [a for a in pending if a.answer == "TODO"]
+    if todo:
+        ChecklistAssessment.objects.bulk_create(
+            [
+                ChecklistAssessment(
+                    run=run,
+                    answer=a,
+                    status=AssessmentStatus.SKIPPED_TODO,
+                    correct=0,
+                    feedback="The answer is TODO: counted as incorrect without assessment.",
+                )
+                for a in todo
+            ]
+        )
+        run_advance(run=run, by=len(todo))
+
+    to_judge = [a for a in pending if a.answer != "TODO"]
+    failed = 0
+    if to_judge:
+        judge, recorder = _build_judge(run)
+        iterations = int(settings.JUDGE_ITERATIONS)
+        batch_size = int(settings.JUDGE_BATCH_SIZE)
+        concurrency = int(settings.JUDGE_CONCURRENCY)
+        for start in range(0, len(to_judge), batch_size):
+            batch = to_judge[start : start + batch_size]
+            results = async_to_sync(_assess_batch)(
+                judge, [_item(a) for a in batch], iterations, concurrency
+            )
+            rows = []
+            for answer, result in zip(batch, results, strict=True):
+                if result.failed or result.verdict is None:
+                    failed += 1
+                    errors = "; ".join(v.error for v in result.votes if v.error)
+                    rows.append(
+                        ChecklistAssessment(
+                            run=run,
+                            answer=answer,
+                            status=AssessmentStatus.JUDGE_FAILED,
+                            correct=None,
+                            feedback=f"The judge could not decide ({result.reason}): {errors}"[
+                                :2000
+                            ],
+                            votes=_votes_json(result),
+                        )
+                    )
+                else:
+                    rows.append(
+                        ChecklistAssessment(
+                            run=run,
+                            answer=answer,
+                            status=AssessmentStatus.OK,
+                            correct=1 if result.verdict.correct else 0,
+                            feedback=result.verdict.feedback[:2000],
+                            votes=_votes_json(result),
+                        )
+                    )
+            with transaction.atomic():
+                ChecklistAssessment.objects.bulk_create(rows)
+                run_advance(run=run, by=len(batch) - sum(r.correct is None for r in rows))
+            if recorder is not None:
+                recorder.flush()
+
+    if failed:
+        ChecklistSubmission.objects.filter(pk=submission.pk).update(
+            status=SubmissionStatus.FAILED,
+            # Still an accepted entry: it keeps its quota slot (see counting_towards_quota).
+            error=f"{failed} answer(s) could not be assessed by the judge; "
+            "the run can be resumed to retry them. The submission still counts towards the "
+            "team's quota.",
+        )
+        run_finish(run=run, failed_items=failed)
+        return
+    scores = _score(run, submission)
+    with transaction.atomic():
+        ChecklistScore.objects.create(
+            run=run,
+            submission=submission,
+            c_g=scores.c_g,
+            c_a=scores.c_a,
+            c_t=scores.c_t,
+            r=scores.r,
+            s=scores.s,
+        )
+        ChecklistSubmission.objects.filter(pk=submission.pk).update(
+            status=SubmissionStatus.SCORED, error="", updated_at=timezone.now()
+        )
+    run_finish(run=run)
+
+
+def _score(run: EvaluationRun, submission: ChecklistSubmission) -> Any:
+    assessments = ChecklistAssessment.objects.filter(run=run).exclude(
+        status=AssessmentStatus.JUDGE_FAILED
+    )
+    by_kind: dict[str, tuple[dict[int, str], dict[int, int]]] = {}
+    for kind, number, answer, correct in assessments.values_list(
+        "answer__paper__kind", "answer__question__number", "answer__answer", "correct"
+    ):
+        answers, correct_map = by_kind.setdefault(kind, ({}, {}))
+        answers[number] = answer
+        correct_map[number] = int(correct or 0)
+    papers = {k: PaperAssessment(answers=a, correct=c) for k, (a, c) in by_kind.items()}
+    if PaperKind.GENUINE not in papers:
+        raise ValueError(f"submission #{submission.pk} has no genuine paper")
+    return checklist_scores(
+        papers[PaperKind.GENUINE],
+        papers.get(PaperKind.ADVERSARIAL),
+        papers.get(PaperKind.TRUTH),
+    )

@@ -1,0 +1,73 @@
+"""One uploaded paper: reading it from a request, checking its size, extracting its checklist.
+
+These helpers sit below both the web views and the API, which read uploads the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+
+from benchmarks_app.models import ChecklistQuestion, PaperKind
+from benchmarks_app.services.checklist.errors import ChecklistSubmissionError
+from benchmarks_app.services.uploads import upload_max_bytes, upload_too_large
+from scoring.checklist.extract import ExtractedPaper, ExtractionError, extract_paper
+
+FIELD_FOR_KIND = {PaperKind.GENUINE: "genuine", PaperKind.ADVERSARIAL: "adversarial",
+                  PaperKind.TRUTH: "truth"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PaperUpload:
+    """One uploaded file as the service sees it (views convert Django's UploadedFile)."""
+
+    name: str
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+def read_upload(upload: UploadedFile | None, field: str) -> PaperUpload | None:
+    """Read an uploaded file, refusing it before reading when it is over the size limit."""
+    if upload is None:
+        return None
+    too_large = upload_too_large(upload.size, f"{field} paper {upload.name!r}")
+    if too_large:
+        raise ChecklistSubmissionError(too_large, field=field)
+    return PaperUpload(name=upload.name or field, data=upload.read())
+
+
+def _word_cap() -> int:
+    return int(getattr(settings, "CHECKLIST_BODY_WORD_CAP", 15000))
+
+
+def checklist_extract_upload(*, kind: str, upload: PaperUpload) -> ExtractedPaper:
+    """Size check and extraction of one file; errors name the field and the file."""
+    field = FIELD_FOR_KIND[PaperKind(kind)]
+    limit = upload_max_bytes()
+    if upload.size > limit:
+        raise ChecklistSubmissionError(
+            f"{field} paper {upload.name!r} is {upload.size / 2**20:.1f} MB; the upload limit "
+            f"is {limit // 2**20} MB.",
+            field=field,
+        )
+    if upload.size == 0:
+        raise ChecklistSubmissionError(f"{field} paper {upload.name!r} is empty.", field=field)
+    try:
+        return extract_paper(upload.data, upload.name, word_cap=_word_cap())
+    except ExtractionError as exc:
+        raise ChecklistSubmissionError(f"{field} paper: {exc}", field=field) from exc
+
+
+def questions_by_number() -> dict[int, ChecklistQuestion]:
+    """The 15 checklist questions by number, which both uploads and imports answer."""
+    questions = {q.number: q for q in ChecklistQuestion.objects.all()}
+    if len(questions) < 15:
+        raise ChecklistSubmissionError(
+            "The checklist questions are not loaded (run the migrations)."
+        )
+    return questions

@@ -1,0 +1,230 @@
+"""Submissions of a team: creation under the quota, queuing their assessment, withdrawal.
+
+Extraction (seconds for a long PDF) happens before the team row is locked, so the lock that
+makes the quota check safe against concurrent requests is held only for a few short queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.db import transaction
+
+from benchmarks_app.models import (
+    Benchmark,
+    ChecklistAnswer,
+    ChecklistQuestion,
+    ChecklistSubmission,
+    EvaluationRun,
+    Membership,
+    Paper,
+    PaperKind,
+    SubmissionKind,
+    SubmissionStatus,
+    Team,
+)
+from benchmarks_app.selectors.checklist import checklist_quota
+from benchmarks_app.services.checklist.errors import (
+    ChecklistSubmissionError,
+    NotAllowed,
+    QuotaExceeded,
+)
+from benchmarks_app.services.checklist.papers import (
+    PaperUpload,
+    checklist_extract_upload,
+    questions_by_number,
+)
+from benchmarks_app.services.runs import run_create
+from scoring.checklist.extract import ExtractedPaper
+
+JUDGES = ("offline", "openai", "recorded")
+
+
+def _check_combination(files: Mapping[str, PaperUpload | None]) -> None:
+    """Accept G alone or the full G/A/T triplet, naming the field that is missing."""
+    if not files.get(PaperKind.GENUINE):
+        raise ChecklistSubmissionError(
+            "A genuine (G) paper is required: submit G alone, or G with A and T.",
+            field="genuine",
+        )
+    has_a = bool(files.get(PaperKind.ADVERSARIAL))
+    has_t = bool(files.get(PaperKind.TRUTH))
+    if has_a and not has_t:
+        raise ChecklistSubmissionError(
+            "An adversarial (A) paper needs its truth-adversarial (T) version: "
+            "submit G alone, or the full G/A/T triplet.",
+            field="truth",
+        )
+    if has_t and not has_a:
+        raise ChecklistSubmissionError(
+            "A truth-adversarial (T) paper needs its adversarial (A) version: "
+            "submit G alone, or the full G/A/T triplet.",
+            field="adversarial",
+        )
+
+
+def checklist_submission_create(
+    *,
+    team: Team,
+    user: Any,
+    files: Mapping[str, PaperUpload | None],
+    label: str = "",
+    assess: bool = False,
+    judge: str | None = None,
+) -> ChecklistSubmission:
+    """Validate, extract, then create the submission under the team's quota.
+
+    ``files`` maps paper kinds (G, A, T) to uploads. The submission is left ``extracted`` so
+    that the participant can check what was read; ``assess=True`` queues it at once.
+    Nothing is stored when a file is refused, so refused submissions never count.
+    """
+    challenge = team.challenge
+    if not challenge.is_open:
+        raise NotAllowed(f"The challenge {challenge.name} is closed for submissions.")
+    if (
+        getattr(user, "is_authenticated", False)
+        and not user.is_staff
+        and not Membership.objects.filter(team=team, user=user).exists()
+    ):
+        raise NotAllowed(f"You are not a member of team {team.name}.")
+    _check_combination(files)
+    extracted: dict[str, tuple[PaperUpload, ExtractedPaper]] = {}
+    for paper_kind in (PaperKind.GENUINE, PaperKind.ADVERSARIAL, PaperKind.TRUTH):
+        upload = files.get(paper_kind)
+        if upload:
+            extracted[paper_kind] = (
+                upload,
+                checklist_extract_upload(kind=paper_kind, upload=upload),
+            )
+    questions = questions_by_number()
+    stored: list[Paper] = []
+    try:
+        with transaction.atomic():
+            # The lock serializes concurrent submissions of one team: the count below and
+            # the insert happen with no other request of the team in between.
+            Team.objects.select_for_update().get(pk=team.pk)
+            quota = checklist_quota(team=team)
+            if quota.remaining <= 0:
+                raise QuotaExceeded(quota.exceeded_message, quota=quota)
+            submission = ChecklistSubmission.objects.create(
+                challenge=challenge,
+                team=team,
+                submitted_by=user if getattr(user, "is_authenticated", False) else None,
+                kind=SubmissionKind.TRIPLET if len(extracted) == 3 else SubmissionKind.GENUINE_ONLY,
+                status=SubmissionStatus.EXTRACTED,
+                label=label[:200],
+            )
+            for kind, (upload, paper_data) in extracted.items():
+                paper = _paper_create(
+                    submission=submission,
+                    kind=kind,
+                    upload=upload,
+                    extracted=paper_data,
+                    questions=questions,
+                )
+                stored.append(paper)
+            if assess:
+                checklist_submission_assess(submission=submission, user=user, judge=judge)
+    except Exception:
+        for paper in stored:
+            paper.file.delete(save=False)
+        raise
+    return submission
+
+
+def _paper_create(
+    *,
+    submission: ChecklistSubmission,
+    kind: str,
+    upload: PaperUpload | None,
+    extracted: ExtractedPaper,
+    questions: dict[int, ChecklistQuestion],
+) -> Paper:
+    paper = Paper(
+        submission=submission,
+        team=submission.team,
+        kind=kind,
+        title=extracted.title[:500],
+        source_format=extracted.source_format,
+        extracted_text=extracted.body,
+        body_words=extracted.body_words,
+        body_truncated=extracted.body_truncated,
+        original_name=(upload.name if upload else "")[:255],
+    )
+    if upload is not None:
+        paper.file.save(upload.name, ContentFile(upload.data), save=False)
+    paper.save()
+    ChecklistAnswer.objects.bulk_create(
+        [
+            ChecklistAnswer(
+                paper=paper,
+                question=questions[a.number],
+                answer=a.answer,
+                raw_answer=a.raw_answer[:100],
+                justification=a.justification,
+            )
+            for a in extracted.answers
+        ]
+    )
+    return paper
+
+
+def _judge_name(judge: str | None) -> str:
+    name = judge or getattr(settings, "JUDGE_DEFAULT", "offline") or "offline"
+    base = name.split(":", 1)[0]
+    if base not in JUDGES:
+        raise ChecklistSubmissionError(
+            f"Unknown judge {name!r}: use one of {', '.join(JUDGES)}.", field="judge"
+        )
+    if base == "openai" and ":" not in name:
+        name = f"openai:{settings.JUDGE_MODEL}"
+    return name
+
+
+@transaction.atomic
+def checklist_submission_assess(
+    *,
+    submission: ChecklistSubmission,
+    user: Any = None,
+    judge: str | None = None,
+    judge_config: dict[str, Any] | None = None,
+) -> EvaluationRun:
+    """Queue the assessment of an extracted submission (staff may re-assess any time)."""
+    locked = ChecklistSubmission.objects.select_for_update().get(pk=submission.pk)
+    staff = bool(getattr(user, "is_staff", False))
+    if locked.status not in (SubmissionStatus.EXTRACTED, SubmissionStatus.RECEIVED) and not staff:
+        raise NotAllowed(
+            f"Submission #{locked.pk} is {locked.get_status_display().lower()}; "
+            "it is assessed only once."
+        )
+    name = _judge_name(judge)
+    if name == "recorded" and not (judge_config or {}).get("verdicts"):
+        raise ChecklistSubmissionError(
+            "The recorded judge needs imported assessments (import_checklist_assessed).",
+            field="judge",
+        )
+    locked.status = SubmissionStatus.ASSESSING
+    locked.error = ""
+    locked.save(update_fields=["status", "error", "updated_at"])
+    submission.status = locked.status
+    return run_create(
+        benchmark=Benchmark.CHECKLIST,
+        judge=name,
+        judge_config=judge_config or {},
+        created_by=user,
+        checklist_submission=locked,
+    )
+
+
+@transaction.atomic
+def checklist_submission_discard(*, submission: ChecklistSubmission) -> None:
+    """Withdraw a submission that was extracted but not assessed: it stops counting."""
+    locked = ChecklistSubmission.objects.select_for_update().get(pk=submission.pk)
+    if locked.status != SubmissionStatus.EXTRACTED:
+        raise NotAllowed("Only a submission that has not been assessed can be withdrawn.")
+    locked.status = SubmissionStatus.FAILED
+    locked.error = "Withdrawn by the team before assessment."
+    locked.save(update_fields=["status", "error", "updated_at"])

@@ -1,0 +1,107 @@
+"""Teams of the checklist challenge: participants create or join one team per challenge.
+
+``checklist_team_create`` and ``checklist_membership_add`` are the staff paths (commands,
+demo data); ``team_create`` and ``team_join`` are the participants' own, with the checks
+and clear messages the forms and the API show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from benchmarks_app.models import Challenge, Membership, Team
+from benchmarks_app.services.checklist.errors import ChecklistSubmissionError, TeamError
+
+
+@transaction.atomic
+def checklist_team_create(*, challenge: Challenge, name: str, members: Iterable[Any] = ()) -> Team:
+    """Get or create the team ``name`` and add ``members`` (staff path: no open-challenge check)."""
+    team, _ = Team.objects.get_or_create(challenge=challenge, name=name)
+    for user in members:
+        checklist_membership_add(team=team, user=user)
+    return team
+
+
+@transaction.atomic
+def checklist_membership_add(*, team: Team, user: Any) -> Membership:
+    """Add ``user`` to ``team``; idempotent, refused when they are in another team already."""
+    existing = Membership.objects.filter(user=user, challenge_id=team.challenge_id).first()
+    if existing and existing.team_id != team.pk:
+        raise ChecklistSubmissionError(
+            f"{user} already belongs to team {existing.team} in this challenge"
+        )
+    if existing:
+        return existing
+    return Membership.objects.create(team=team, user=user, challenge_id=team.challenge_id)
+
+
+def _already_in_team(*, user: Any, challenge: Challenge, field: str) -> TeamError:
+    team = Membership.objects.filter(user=user, challenge=challenge).select_related("team")
+    current = team.first()
+    where = f"team {current.team.name}" if current else "a team"
+    return TeamError(
+        f"You are already in {where} of {challenge.name}; a participant belongs to one team "
+        "per challenge.",
+        field=field,
+    )
+
+
+def _join(*, team: Team, user: Any, field: str) -> Membership:
+    """Add the user under the one-team-per-challenge constraint, which also settles races."""
+    challenge = team.challenge
+    if Membership.objects.filter(user=user, challenge=challenge).exists():
+        raise _already_in_team(user=user, challenge=challenge, field=field)
+    try:
+        # A savepoint: a concurrent request that got there first leaves the outer
+        # transaction usable, and the clear message replaces the IntegrityError.
+        with transaction.atomic():
+            return Membership.objects.create(team=team, user=user, challenge=challenge)
+    except IntegrityError as exc:
+        raise _already_in_team(user=user, challenge=challenge, field=field) from exc
+
+
+@transaction.atomic
+def team_create(*, user: Any, challenge: Challenge, name: str) -> Team:
+    """A participant creates a team of ``challenge`` and becomes its first member."""
+    name = " ".join(name.split())
+    if not name:
+        raise TeamError("Give the team a name.", field="name")
+    if len(name) > 100:
+        raise TeamError("The team name is longer than 100 characters.", field="name")
+    if not challenge.is_open:
+        raise TeamError(f"The challenge {challenge.name} is closed.", field="challenge")
+    if Membership.objects.filter(user=user, challenge=challenge).exists():
+        raise _already_in_team(user=user, challenge=challenge, field="name")
+    taken = TeamError(
+        f"The team name {name!r} is already taken in {challenge.name}; choose another, or ask "
+        "that team for its invite code.",
+        field="name",
+    )
+    if Team.objects.filter(challenge=challenge, name__iexact=name).exists():
+        raise taken
+    try:
+        with transaction.atomic():
+            team = Team.objects.create(challenge=challenge, name=name)
+    except IntegrityError as exc:
+        raise taken from exc
+    _join(team=team, user=user, field="name")
+    return team
+
+
+@transaction.atomic
+def team_join(*, user: Any, invite_code: str) -> Membership:
+    """Join the team whose invite code this is (one team per user per challenge)."""
+    code = invite_code.strip()
+    team = (
+        Team.objects.select_related("challenge").filter(invite_code=code).first() if code else None
+    )
+    if team is None:
+        raise TeamError(
+            "Unknown invite code: check it with a member of the team.", field="invite_code"
+        )
+    if not team.challenge.is_open:
+        raise TeamError(f"The challenge {team.challenge.name} is closed.", field="invite_code")
+    return _join(team=team, user=user, field="invite_code")

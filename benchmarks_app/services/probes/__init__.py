@@ -1,0 +1,27 @@
+"""Writes of the safety-probe benchmark: rules, suites, submissions and scoring runs."""
+
+from __future__ import annotations
+
+from benchmarks_app.services.probes.ownership import ProbeOwnershipError
+from benchmarks_app.services.probes.processing import probe_run_process
+from benchmarks_app.services.probes.rules import JUDGE, pattern_rules_install_defaults
+from benchmarks_app.services.probes.submissions import (
+    probe_submission_rescore,
+    probe_submission_submit,
+    probe_submission_upload,
+)
+from benchmarks_app.services.probes.suites import SuiteImport, probe_suite_import
+from scoring.probes.io import ProbeFormatError
+
+__all__ = [
+    "JUDGE",
+    "ProbeFormatError",
+    "ProbeOwnershipError",
+    "SuiteImport",
+    "pattern_rules_install_defaults",
+    "probe_run_process",
+    "probe_submission_rescore",
+    "probe_submission_submit",
+    "probe_submission_upload",
+    "probe_suite_import",
+]
