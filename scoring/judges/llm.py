@@ -4,40 +4,88 @@ One function, :func:`structured_call`, asks an OpenAI-compatible chat-completion
 a JSON answer that must parse into a pydantic model. Around the call it provides what every
 judge needs:
 
-* a cache keyed on judge, model, prompt version, prompt text and vote number: a valid answer
-  is stored once and re-asking the same question costs no call (errors are never cached);
+* a cache keyed on judge, model, prompt version, prompt text, vote number and whatever else of
+  the request can change an answer (response format, temperature): a valid answer is stored
+  once and re-asking the same question costs no call (errors are never cached);
+* a bounded answer (``max_answer_tokens``, sent as the parameter the server takes), a per-vote
+  ``seed`` and an optional ``temperature``, so runs against a local model can be reproduced;
 * retries of transient failures (timeouts, connection errors, HTTP 429 and 5xx) with
   exponential backoff and full jitter;
-* one re-ask when the answer does not parse or ``validate`` rejects it, then
-  :class:`~scoring.judges.consensus.VoteFailed`;
+* context overflows told apart from other errors (:class:`ContextOverflow`): when requests in
+  flight together overflowed a shared context the shared :class:`AdaptiveLimiter` narrows and
+  the call is retried; when this request alone does not fit, the caller may split its batch;
+* one re-ask when the answer was cut at the bound, does not parse or ``validate`` rejects it:
+  the original question plus a short correction (never the broken answer, which may be as long
+  as the context), then :class:`~scoring.judges.consensus.VoteFailed`;
 * a :class:`CallRecord` per attempt (including cache hits) for the cost ledger.
 
-Caches: :class:`JudgeCache` is synchronous. A cache that also offers coroutine methods
-``aget``/``aput`` (see :class:`AsyncJudgeCache`) is awaited instead, which is how the
-database-backed cache stays safe inside an event loop.
+Every :class:`VoteFailed` reason starts with its kind (``[transient]``, ``[context]``, …, see
+:mod:`scoring.judges.failures`) so a run can say why it failed and what to change.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import inspect
 import json
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import openai
 from pydantic import BaseModel, ValidationError
 
+from scoring.judges import failures
+from scoring.judges.cache import (
+    AsyncJudgeCache,
+    JudgeCache,
+    MemoryJudgeCache,
+    cache_get,
+    cache_key,
+    cache_put,
+)
 from scoring.judges.consensus import VoteFailed
+from scoring.judges.local import local_call
+from scoring.judges.records import CallRecord, Recorder
+from scoring.judges.server import (
+    JSON_OBJECT,
+    JSON_SCHEMA,
+    PROMPT_ONLY,
+    AdaptiveLimiter,
+    ContextError,
+    ServerProfile,
+    context_error,
+    error_message,
+    is_transient,
+)
+
+__all__ = [
+    "AsyncJudgeCache",
+    "CallRecord",
+    "ContextOverflow",
+    "JudgeCache",
+    "LLMConfig",
+    "MemoryJudgeCache",
+    "Recorder",
+    "backoff_delay",
+    "cache_get",
+    "cache_key",
+    "cache_put",
+    "is_transient",
+    "local_call",
+    "make_client",
+    "strict_json_schema",
+    "structured_call",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
-Recorder = Callable[["CallRecord"], None]
 Sleep = Callable[[float], Awaitable[None]]
+
+# How often a call is retried after narrowing the concurrency on a shared-context overflow.
+_SHARED_CONTEXT_RETRIES = 3
 
 
 @dataclass
@@ -50,142 +98,57 @@ class LLMConfig:
     json_mode: bool = False
     backoff_base_s: float = 1.0
     backoff_max_s: float = 30.0
+    # Bound on every answer. Reasoning models spend hidden reasoning tokens from the same
+    # budget, so the default leaves them room while a looping local model still stops.
+    max_answer_tokens: int = 4096
+    temperature: float | None = None
+    seed: int | None = 0  # vote n is sent seed + n; None sends no seed
+    profile: ServerProfile = field(default_factory=ServerProfile)
 
+    @property
+    def response_format(self) -> str:
+        # JUDGE_JSON_MODE forces the fallback; otherwise what the probe found the server takes.
+        return JSON_OBJECT if self.json_mode else self.profile.response_format
 
-@dataclass
-class CallRecord:
-    judge: str
-    model: str
-    prompt_hash: str
-    vote_number: int
-    attempt: int
-    latency_ms: float
-    tokens_in: int
-    tokens_out: int
-    status: str  # "ok" | "cached" | "invalid" | "error"
-    error: str = ""
+    def request_options(self, vote_number: int) -> dict[str, Any]:
+        """Bound, seed and temperature, each only where the server takes it."""
+        options: dict[str, Any] = {self.profile.token_param: self.max_answer_tokens}
+        if self.seed is not None and self.profile.send_seed:
+            options["seed"] = self.seed + vote_number
+        if self.temperature is not None and self.profile.send_temperature:
+            options["temperature"] = self.temperature
+        return options
 
-
-class JudgeCache(Protocol):
-    def get(self, key: str) -> dict[str, Any] | None: ...
-
-    def put(
-        self,
-        key: str,
-        value: dict[str, Any],
-        *,
-        judge: str,
-        model: str,
-        prompt_version: str,
-        vote_number: int,
-    ) -> None: ...
-
-
-@runtime_checkable
-class AsyncJudgeCache(Protocol):
-    """Optional: a cache whose storage must not be touched from inside the event loop."""
-
-    async def aget(self, key: str) -> dict[str, Any] | None: ...
-
-    async def aput(
-        self,
-        key: str,
-        value: dict[str, Any],
-        *,
-        judge: str,
-        model: str,
-        prompt_version: str,
-        vote_number: int,
-    ) -> None: ...
-
-
-class MemoryJudgeCache:
-    """A process-local cache: for tests, scripts and one-off evaluations."""
-
-    def __init__(self) -> None:
-        self.entries: dict[str, dict[str, Any]] = {}
-        self.meta: dict[str, dict[str, Any]] = {}
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        value = self.entries.get(key)
-        return json.loads(json.dumps(value)) if value is not None else None
-
-    def put(
-        self,
-        key: str,
-        value: dict[str, Any],
-        *,
-        judge: str,
-        model: str,
-        prompt_version: str,
-        vote_number: int,
-    ) -> None:
-        self.entries[key] = json.loads(json.dumps(value))
-        self.meta[key] = {
-            "judge": judge,
-            "model": model,
-            "prompt_version": prompt_version,
-            "vote_number": vote_number,
+    def sampling_record(self) -> dict[str, Any]:
+        """What a run records about how it asked (so it can be reproduced)."""
+        return {
+            "response_format": self.response_format,
+            "max_answer_tokens": self.max_answer_tokens,
+            "token_param": self.profile.token_param,
+            "temperature": self.temperature if self.profile.send_temperature else None,
+            "seed": (
+                f"{self.seed} + vote number"
+                if self.seed is not None and self.profile.send_seed
+                else None
+            ),
+            "probe": self.profile.as_dict(),
         }
 
-    def __len__(self) -> int:
-        return len(self.entries)
 
+class ContextOverflow(VoteFailed):
+    """This request alone does not fit the server's context: ask about fewer candidates."""
 
-def cache_key(
-    *, judge: str, model: str, prompt_version: str, prompt_text: str, vote_number: int
-) -> str:
-    """sha256 over every input that can change an answer (fields are length-prefixed)."""
-    h = hashlib.sha256()
-    for part in (judge, model, prompt_version, str(vote_number), prompt_text):
-        data = part.encode("utf-8")
-        h.update(f"{len(data)}:".encode())
-        h.update(data)
-    return h.hexdigest()
-
-
-async def cache_get(cache: JudgeCache | None, key: str) -> dict[str, Any] | None:
-    if cache is None:
-        return None
-    if isinstance(cache, AsyncJudgeCache):
-        return await cache.aget(key)
-    return cache.get(key)
-
-
-async def cache_put(
-    cache: JudgeCache | None,
-    key: str,
-    value: dict[str, Any],
-    *,
-    judge: str,
-    model: str,
-    prompt_version: str,
-    vote_number: int,
-) -> None:
-    if cache is None:
-        return
-    if isinstance(cache, AsyncJudgeCache):
-        await cache.aput(
-            key,
-            value,
-            judge=judge,
-            model=model,
-            prompt_version=prompt_version,
-            vote_number=vote_number,
-        )
-    else:
-        cache.put(
-            key,
-            value,
-            judge=judge,
-            model=model,
-            prompt_version=prompt_version,
-            vote_number=vote_number,
-        )
+    def __init__(self, reason: str, *, detail: ContextError) -> None:
+        super().__init__(reason)
+        self.detail = detail
 
 
 def make_client(config: LLMConfig, http_client: Any = None) -> openai.AsyncOpenAI:
-    """An ``AsyncOpenAI`` client whose own retries are off: :func:`structured_call` retries."""
+    """An ``AsyncOpenAI`` client whose own retries are off: :func:`structured_call` retries.
+
+    The client's pooled connections belong to the event loop that first used them: create one
+    client per loop (per run) and close it in that loop.
+    """
     kwargs: dict[str, Any] = {
         "api_key": config.api_key or "not-needed",
         "timeout": config.timeout_s,
@@ -216,9 +179,12 @@ def strict_json_schema(schema: type[BaseModel]) -> dict[str, Any]:
     return result
 
 
-def _response_format(config: LLMConfig, schema: type[BaseModel]) -> dict[str, Any]:
-    if config.json_mode:
+def _response_format(config: LLMConfig, schema: type[BaseModel]) -> dict[str, Any] | None:
+    mode = config.response_format
+    if mode == JSON_OBJECT:
         return {"type": "json_object"}
+    if mode == PROMPT_ONLY:
+        return None
     return {
         "type": "json_schema",
         "json_schema": {
@@ -230,21 +196,25 @@ def _response_format(config: LLMConfig, schema: type[BaseModel]) -> dict[str, An
 
 
 def _system_text(config: LLMConfig, system: str, schema: type[BaseModel]) -> str:
-    if not config.json_mode:
+    if config.response_format == JSON_SCHEMA:
         return system
-    # JSON mode only guarantees *some* JSON object: the schema has to travel in the prompt.
+    # Without json_schema the server guarantees at most *some* JSON: the schema travels in the
+    # prompt.
     return (
         f"{system}\n\nAnswer with a single JSON object, no prose, matching this JSON schema:\n"
         f"{json.dumps(strict_json_schema(schema), sort_keys=True)}"
     )
 
 
-def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return isinstance(exc, asyncio.TimeoutError)
+def _key_version(config: LLMConfig, prompt_version: str) -> str:
+    # The cache key must follow what was actually sent. The default request (json_schema, no
+    # temperature) keeps the historical key so existing caches stay valid.
+    suffix = ""
+    if config.response_format != JSON_SCHEMA:
+        suffix += f"|{config.response_format}"
+    if config.temperature is not None and config.profile.send_temperature:
+        suffix += f"|t={config.temperature}"
+    return prompt_version + suffix
 
 
 def backoff_delay(config: LLMConfig, retry: int, rng: random.Random | None = None) -> float:
@@ -254,6 +224,7 @@ def backoff_delay(config: LLMConfig, retry: int, rng: random.Random | None = Non
 
 
 def _parse(schema: type[M], content: str | None) -> tuple[M | None, str]:
+    """The parsed answer, or a *short* description of the problem (never the answer itself)."""
     if not content:
         return None, "empty answer"
     text = content.strip()
@@ -264,7 +235,24 @@ def _parse(schema: type[M], content: str | None) -> tuple[M | None, str]:
     try:
         return schema.model_validate_json(text), ""
     except ValidationError as exc:
-        return None, f"answer does not match {schema.__name__}: {exc.errors()[:3]}"
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False, include_context=False)[:3]
+        ]
+        return None, f"answer does not match {schema.__name__}: {'; '.join(problems)}"[:300]
+
+
+def _correction(problem: str, *, truncated: bool, bound: int) -> str:
+    if truncated:
+        return (
+            f"\n\nNote: a previous answer to this question was invalid: it was cut off after "
+            f"{bound} tokens. Answer again with only the JSON object and keep every text field "
+            "to at most three short sentences."
+        )
+    return (
+        f"\n\nNote: a previous answer to this question was invalid ({problem}). Answer again, "
+        "following the instructions and the JSON schema exactly, with only the JSON object."
+    )
 
 
 async def structured_call(
@@ -281,16 +269,18 @@ async def structured_call(
     record: Recorder | None = None,
     validate: Callable[[M], str | None] | None = None,
     sleep: Sleep = asyncio.sleep,
+    limiter: AdaptiveLimiter | None = None,
 ) -> M:
     """Ask for one vote; return the parsed answer or raise :class:`VoteFailed`.
 
-    ``vote_number`` is part of the cache key and is sent nowhere else: votes 1, 2 and 3 of the
-    same question are independent samples that are each cached.
+    ``vote_number`` is part of the cache key and picks the vote's seed: votes 1, 2 and 3 of the
+    same question are independent, reproducible samples that are each cached. ``limiter`` gates
+    the HTTP request only (cache hits never wait for a slot).
     """
     key = cache_key(
         judge=judge_name,
         model=config.model,
-        prompt_version=prompt_version,
+        prompt_version=_key_version(config, prompt_version),
         prompt_text=f"{system}\n\n{user}",
         vote_number=vote_number,
     )
@@ -322,40 +312,83 @@ async def structured_call(
             emit(0, started, "cached")
             return parsed
 
-    messages: list[dict[str, str]] = [
-        {"role": "system", "content": _system_text(config, system, schema)},
-        {"role": "user", "content": user},
-    ]
+    system_text = _system_text(config, system, schema)
+    response_format = _response_format(config, schema)
+    user_text = user
     attempt = 0
     transient_retries = 0
+    shared_context_retries = 0
     invalid_asks = 0
     while True:
         attempt += 1
+        messages = [
+            {"role": "system", "content": system_text},
+            {"role": "user", "content": user_text},
+        ]
+        kwargs: dict[str, Any] = {
+            "model": config.model,
+            "messages": messages,
+            "timeout": config.timeout_s,
+            **config.request_options(vote_number),
+        }
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        gate: AbstractAsyncContextManager[Any] = (
+            limiter.slot() if limiter is not None else nullcontext()
+        )
         started = time.perf_counter()
         try:
-            create: Any = client.chat.completions.create
-            response = await create(
-                model=config.model,
-                messages=messages,
-                response_format=_response_format(config, schema),
-                timeout=config.timeout_s,
-            )
+            async with gate:
+                create: Any = client.chat.completions.create
+                response = await create(**kwargs)
         except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
+            message = error_message(exc)
             emit(attempt, started, "error", err=message)
+            overflow = context_error(exc)
+            if (
+                overflow is not None
+                and overflow.shared
+                and shared_context_retries < _SHARED_CONTEXT_RETRIES
+            ):
+                # Requests in flight together overflowed the server's shared context: narrow
+                # to one call at a time and ask again, instead of retrying at the same width
+                # into the same wall.
+                if limiter is not None:
+                    limiter.narrow()
+                shared_context_retries += 1
+                await sleep(backoff_delay(config, shared_context_retries - 1))
+                continue
+            if overflow is not None:
+                sizes = ""
+                if overflow.prompt_tokens and overflow.context_tokens:
+                    sizes = (
+                        f" (prompt {overflow.prompt_tokens:,} tokens, context "
+                        f"{overflow.context_tokens:,})"
+                    )
+                raise ContextOverflow(
+                    failures.tag(failures.CONTEXT, f"{message}{sizes}"), detail=overflow
+                ) from exc
             if is_transient(exc) and transient_retries < config.max_retries:
                 await sleep(backoff_delay(config, transient_retries))
                 transient_retries += 1
                 continue
-            raise VoteFailed(message) from exc
+            kind = failures.TRANSIENT if is_transient(exc) else failures.REJECTED
+            raise VoteFailed(failures.tag(kind, message)) from exc
 
+        if limiter is not None:
+            limiter.succeeded()
         usage = getattr(response, "usage", None)
         tin = int(getattr(usage, "prompt_tokens", 0) or 0)
         tout = int(getattr(usage, "completion_tokens", 0) or 0)
-        content = response.choices[0].message.content if response.choices else None
-        parsed, problem = _parse(schema, content)
-        if parsed is not None and validate is not None:
-            problem = validate(parsed) or ""
+        choice = response.choices[0] if response.choices else None
+        content = choice.message.content if choice is not None else None
+        truncated = getattr(choice, "finish_reason", None) == "length"
+        if truncated:
+            parsed, problem = None, f"answer cut at the bound of {config.max_answer_tokens} tokens"
+        else:
+            parsed, problem = _parse(schema, content)
+            if parsed is not None and validate is not None:
+                problem = validate(parsed) or ""
         if parsed is not None and not problem:
             emit(attempt, started, "ok", tin, tout)
             await cache_put(
@@ -364,103 +397,13 @@ async def structured_call(
                 parsed.model_dump(mode="json"),
                 judge=judge_name,
                 model=config.model,
-                prompt_version=prompt_version,
+                prompt_version=_key_version(config, prompt_version),
                 vote_number=vote_number,
             )
             return parsed
-        emit(attempt, started, "invalid", tin, tout, problem)
+        emit(attempt, started, "truncated" if truncated else "invalid", tin, tout, problem)
         if invalid_asks >= 1:
-            raise VoteFailed(f"invalid answer twice: {problem}")
+            kind = failures.TRUNCATED if truncated else failures.INVALID
+            raise VoteFailed(failures.tag(kind, f"invalid answer twice: {problem}"))
         invalid_asks += 1
-        messages = [
-            *messages,
-            {"role": "assistant", "content": content or ""},
-            {
-                "role": "user",
-                "content": f"Your answer was invalid: {problem}. Answer again, following "
-                "the instructions and the JSON schema exactly.",
-            },
-        ]
-
-
-async def local_call(
-    *,
-    judge_name: str,
-    model: str,
-    prompt_version: str,
-    prompt_text: str,
-    vote_number: int,
-    compute: Callable[[], M] | Callable[[], Awaitable[M]],
-    schema: type[M],
-    cache: JudgeCache | None = None,
-    record: Recorder | None = None,
-    validate: Callable[[M], str | None] | None = None,
-) -> M:
-    """The same cache, ledger and validation contract for judges that need no network.
-
-    Deterministic judges give the same answer when re-asked, so an invalid verdict fails the
-    vote after the second identical answer.
-    """
-    key = cache_key(
-        judge=judge_name,
-        model=model,
-        prompt_version=prompt_version,
-        prompt_text=prompt_text,
-        vote_number=vote_number,
-    )
-
-    def emit(attempt: int, started: float, status: str, err: str = "") -> None:
-        if record is not None:
-            record(
-                CallRecord(
-                    judge=judge_name,
-                    model=model,
-                    prompt_hash=key,
-                    vote_number=vote_number,
-                    attempt=attempt,
-                    latency_ms=round((time.perf_counter() - started) * 1000, 3),
-                    tokens_in=0,
-                    tokens_out=0,
-                    status=status,
-                    error=err[:2000],
-                )
-            )
-
-    started = time.perf_counter()
-    cached = await cache_get(cache, key)
-    if cached is not None:
-        try:
-            hit = schema.model_validate(cached)
-        except ValidationError:
-            hit = None
-        if hit is not None and not (validate and validate(hit)):
-            emit(0, started, "cached")
-            return hit
-    problem = ""
-    for attempt in (1, 2):
-        started = time.perf_counter()
-        try:
-            value = compute()
-            answer: M = await value if inspect.isawaitable(value) else value
-        except VoteFailed as exc:
-            emit(attempt, started, "error", exc.reason)
-            raise
-        except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            emit(attempt, started, "error", message)
-            raise VoteFailed(message) from exc
-        problem = (validate(answer) if validate else None) or ""
-        if not problem:
-            emit(attempt, started, "ok")
-            await cache_put(
-                cache,
-                key,
-                answer.model_dump(mode="json"),
-                judge=judge_name,
-                model=model,
-                prompt_version=prompt_version,
-                vote_number=vote_number,
-            )
-            return answer
-        emit(attempt, started, "invalid", problem)
-    raise VoteFailed(f"invalid answer twice: {problem}")
+        user_text = user + _correction(problem, truncated=truncated, bound=config.max_answer_tokens)

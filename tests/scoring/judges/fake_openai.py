@@ -2,6 +2,10 @@
 
 ``FakeOpenAI(handler)``: ``handler(request_json) -> (status, body_dict)`` or a plain dict (200).
 Every request body is kept in ``requests``. Use as a context manager; ``base_url`` ends in /v1.
+
+``keep_alive=True`` answers in HTTP/1.1 and keeps connections open, as real servers (and the
+OpenAI API) do: a client whose pooled connections outlive their event loop fails only then.
+``connections`` counts the TCP connections accepted.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from typing import Any
 Handler = Callable[[dict[str, Any]], "dict[str, Any] | tuple[int, dict[str, Any]]"]
 
 
-def completion(content: str, *, tokens_in: int = 11, tokens_out: int = 7) -> dict[str, Any]:
+def completion(
+    content: str, *, tokens_in: int = 11, tokens_out: int = 7, finish_reason: str = "stop"
+) -> dict[str, Any]:
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -25,7 +31,7 @@ def completion(content: str, *, tokens_in: int = 11, tokens_out: int = 7) -> dic
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
             }
         ],
         "usage": {
@@ -41,13 +47,21 @@ def error_body(message: str) -> dict[str, Any]:
 
 
 class FakeOpenAI:
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, *, keep_alive: bool = False) -> None:
         self.handler = handler
         self.requests: list[dict[str, Any]] = []
+        self.connections = 0
         self._lock = threading.Lock()
         outer = self
 
         class _H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
+            def setup(self) -> None:
+                super().setup()
+                with outer._lock:
+                    outer.connections += 1
+
             def log_message(self, *args: Any) -> None:
                 pass
 

@@ -1,0 +1,100 @@
+"""Why votes failed, in words a person can act on.
+
+A failed vote's reason travels as text (into result rows, the ledger, the API), so its kind
+travels with it as a ``[kind]`` prefix (see :func:`tag`). :func:`summarize` groups the reasons
+of a run into distinct causes with counts, and says for each whether resuming the run can help
+or which setting has to change first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+TRANSIENT = "transient"  # timeouts, connection errors, 429, 5xx: retried, then resumable
+CONTEXT = "context"  # the prompt does not fit the server's context, even split
+TRUNCATED = "truncated"  # the answer hit the answer bound twice
+INVALID = "invalid"  # the answer did not parse or validate twice
+REJECTED = "rejected"  # the server refused the request (4xx other than context)
+OTHER = "other"
+
+RESUMABLE = frozenset({TRANSIENT, INVALID})
+
+ADVICE = {
+    TRANSIENT: "The judge server was unreachable or overloaded; resume the run to judge these.",
+    CONTEXT: "The prompt does not fit the server's context even as a batch of one: start the "
+    "server with a larger context per request (llama-server -c N with --parallel P gives N/P "
+    "each), lower JUDGE_MAX_ANSWER_TOKENS, or lower CHECKLIST_WORD_CAP for papers.",
+    TRUNCATED: "The model's answer was cut at the answer bound twice: raise "
+    "JUDGE_MAX_ANSWER_TOKENS (reasoning models count hidden reasoning against it) or use a "
+    "model that follows the JSON schema.",
+    INVALID: "The model answered outside the JSON schema twice; resume to ask again, or use a "
+    "stronger model (JUDGE_MODEL) or a server that enforces json_schema.",
+    REJECTED: "The server refused the request: check OPENAI_BASE_URL, OPENAI_API_KEY and "
+    "JUDGE_MODEL, then resume.",
+    OTHER: "See the error; resume the run once it is fixed.",
+}
+
+_TAG = re.compile(r"^\[(\w+)\]\s*")
+# Numbers and ids vary between otherwise identical failures; fold them for grouping.
+_VARYING = re.compile(r"\b(?:req|chatcmpl)[-_][A-Za-z0-9]+\b|\b\d+(?:\.\d+)?\s*(?:ms|s)\b")
+
+
+def tag(kind: str, reason: str) -> str:
+    return f"[{kind}] {reason}"
+
+
+def kind_of(reason: str) -> str:
+    m = _TAG.match(reason or "")
+    return m.group(1) if m and m.group(1) in ADVICE else OTHER
+
+
+def _message(reason: str) -> str:
+    text = _TAG.sub("", reason or "", count=1).strip()
+    return _VARYING.sub("…", text)[:300]
+
+
+@dataclass(frozen=True)
+class FailureCause:
+    kind: str
+    message: str
+    count: int
+    advice: str
+
+    @property
+    def resumable(self) -> bool:
+        return self.kind in RESUMABLE
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "count": self.count,
+            "resumable": self.resumable,
+            "advice": self.advice,
+        }
+
+
+def summarize(reasons: Iterable[str]) -> list[FailureCause]:
+    """Distinct causes, most frequent first."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for reason in reasons:
+        if reason:
+            counts[(kind_of(reason), _message(reason))] += 1
+    return [
+        FailureCause(kind=k, message=m, count=n, advice=ADVICE[k])
+        for (k, m), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+
+def headline(causes: list[FailureCause], failed_items: int) -> str:
+    """One paragraph for a run page or CLI: what failed, why, and what to do."""
+    if not failed_items:
+        return ""
+    if not causes:
+        return f"{failed_items} item(s) could not be judged; resume the run to judge them."
+    parts = [f"{c.count} x {c.message}" for c in causes[:5]]
+    advice = " ".join(dict.fromkeys(c.advice for c in causes[:5]))
+    return f"{failed_items} item(s) could not be judged. Causes: {'; '.join(parts)}. {advice}"

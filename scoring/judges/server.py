@@ -1,0 +1,271 @@
+"""What an OpenAI-compatible server accepts, and how its failures are told apart.
+
+Real servers differ from the OpenAI API in ways that decide whether a run finishes:
+
+* which ``response_format`` they enforce (``json_schema`` with a grammar, only ``json_object``,
+  or none), whether they take ``max_completion_tokens`` or only ``max_tokens``, a ``seed``, a
+  ``temperature``. :func:`probe_server` finds out with one cheap call when a run starts, and the
+  run records the :class:`ServerProfile` it used;
+* how they say a prompt does not fit: llama.cpp answers HTTP 400 ``exceed_context_size_error``
+  (with ``n_prompt_tokens`` and ``n_ctx``) for one request that is too long, and HTTP 500
+  "Context size has been exceeded" when requests *in flight together* overflow a shared context;
+  OpenAI and vLLM answer 400 "maximum context length is N tokens".
+  :func:`context_error` recognises all of them, so the caller can split the batch (the same
+  question over fewer candidates) or narrow its concurrency instead of retrying into the wall;
+* :class:`AdaptiveLimiter` is the concurrency gate that narrows to one call at a time on such an
+  overflow and widens again after a run of successes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import openai
+
+# Response formats, from the strictest to none at all.
+JSON_SCHEMA = "json_schema"
+JSON_OBJECT = "json_object"
+PROMPT_ONLY = "none"
+RESPONSE_FORMATS = (JSON_SCHEMA, JSON_OBJECT, PROMPT_ONLY)
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """The request options a server accepted; recorded on every run that used them."""
+
+    response_format: str = JSON_SCHEMA
+    token_param: str = "max_completion_tokens"
+    send_seed: bool = True
+    send_temperature: bool = True
+    probed: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return data
+
+
+@dataclass(frozen=True)
+class ContextError:
+    """A server's word that a request does not fit its context."""
+
+    shared: bool  # the overflow came from requests in flight together, not from this one alone
+    prompt_tokens: int | None
+    context_tokens: int | None
+    message: str
+
+
+_CONTEXT_PATTERNS = re.compile(
+    r"exceed_context_size|context_length_exceeded|maximum context length|context size has been "
+    r"exceeded|exceeds the available context|larger than the max context|longer than the "
+    r"maximum model length|prompt is too long|context window",
+    re.IGNORECASE,
+)
+_NUMBERS = (
+    re.compile(r"\((\d+) tokens\)[^()]*?\((\d+) tokens\)"),  # llama.cpp: request (P) ... (C)
+    re.compile(r"maximum context length is (\d+) tokens.*?(\d+) tokens", re.IGNORECASE | re.DOTALL),
+)
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    """The JSON error object of an API error, whatever nesting the server used."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        return inner if isinstance(inner, dict) else {"message": str(inner)}
+    response = getattr(exc, "response", None)
+    if response is not None:
+        try:
+            data = json.loads(response.text)
+        except (ValueError, AttributeError):
+            return {}
+        if isinstance(data, dict):
+            inner = data.get("error", data)
+            return inner if isinstance(inner, dict) else {"message": str(inner)}
+    return {}
+
+
+def error_message(exc: BaseException) -> str:
+    """One line: the status code and the server's own message, without the client's noise."""
+    body = error_body(exc)
+    message = str(body.get("message") or exc).strip().replace("\n", " ")
+    status = getattr(exc, "status_code", None)
+    prefix = f"HTTP {status} " if status else ""
+    return f"{type(exc).__name__}: {prefix}{message}"[:600]
+
+
+def context_error(exc: BaseException) -> ContextError | None:
+    """A :class:`ContextError` when ``exc`` says the prompt did not fit, else ``None``."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    body = error_body(exc)
+    text = " ".join(str(body.get(k) or "") for k in ("message", "type", "code")) or str(exc)
+    if not _CONTEXT_PATTERNS.search(text):
+        return None
+    prompt = body.get("n_prompt_tokens")
+    context = body.get("n_ctx")
+    if prompt is None or context is None:
+        for pattern in _NUMBERS:
+            m = pattern.search(text)
+            if m:
+                first, second = int(m.group(1)), int(m.group(2))
+                if pattern is _NUMBERS[0]:
+                    prompt, context = first, second
+                else:
+                    context, prompt = first, second
+                break
+    # llama.cpp's 500 means the slots' *shared* context overflowed while several requests were
+    # decoding together: the same request alone may well fit.
+    shared = exc.status_code >= 500
+    return ContextError(
+        shared=shared,
+        prompt_tokens=int(prompt) if prompt is not None else None,
+        context_tokens=int(context) if context is not None else None,
+        message=str(body.get("message") or exc)[:300],
+    )
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return isinstance(exc, asyncio.TimeoutError)
+
+
+class AdaptiveLimiter:
+    """A concurrency gate of ``width`` that narrows to 1 on a shared-context overflow.
+
+    After ``widen_after`` successes in a row it lets one more call through again, up to the
+    configured width: a server whose slots share one context is driven as wide as it copes with.
+    """
+
+    def __init__(self, width: int, *, widen_after: int = 8) -> None:
+        self.max_width = max(1, int(width))
+        self.width = self.max_width
+        self.widen_after = widen_after
+        self.in_flight = 0
+        self.narrowed = 0
+        self._streak = 0
+        self._cond: asyncio.Condition | None = None
+
+    def _condition(self) -> asyncio.Condition:
+        # Created lazily so that the gate belongs to the loop that uses it.
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        return self._cond
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        cond = self._condition()
+        async with cond:
+            await cond.wait_for(lambda: self.in_flight < self.width)
+            self.in_flight += 1
+        try:
+            yield
+        finally:
+            async with cond:
+                self.in_flight -= 1
+                cond.notify_all()
+
+    def succeeded(self) -> None:
+        self._streak += 1
+        if self.width < self.max_width and self._streak >= self.widen_after:
+            self.width += 1
+            self._streak = 0
+
+    def narrow(self) -> None:
+        self._streak = 0
+        if self.width > 1:
+            self.width = 1
+            self.narrowed += 1
+
+
+# --- probing --------------------------------------------------------------------------------
+
+_PROBE_SCHEMA = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}},
+    "required": ["ok"],
+    "additionalProperties": False,
+}
+
+
+def _rejects(exc: openai.APIStatusError, *words: str) -> bool:
+    text = f"{json.dumps(error_body(exc))} {exc}".lower()
+    return any(w in text for w in words)
+
+
+async def probe_server(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    temperature: float | None,
+    timeout_s: float = 60.0,
+    preferred_format: str = JSON_SCHEMA,
+) -> ServerProfile:
+    """Find the request options the server takes, with one small call (a few on refusals).
+
+    Only an explicit 4xx refusal changes an option; a server that cannot be reached keeps the
+    defaults (the run's own calls then retry and record why they failed).
+    """
+    profile = ServerProfile(response_format=preferred_format, probed=True)
+    for _ in range(6):
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": "user", "content": 'Reply with the JSON object {"ok": true}.'}],
+            profile.token_param: 16,
+            "timeout": timeout_s,
+        }
+        if profile.response_format == JSON_SCHEMA:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "Probe", "schema": _PROBE_SCHEMA, "strict": True},
+            }
+        elif profile.response_format == JSON_OBJECT:
+            kwargs["response_format"] = {"type": "json_object"}
+        if profile.send_seed:
+            kwargs["seed"] = 1
+        if temperature is not None and profile.send_temperature:
+            kwargs["temperature"] = temperature
+        try:
+            create: Any = client.chat.completions.create
+            await create(**kwargs)
+            return profile
+        except openai.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code in (401, 403, 404, 408, 429):
+                note = f"probe inconclusive: {error_message(exc)}"
+                return replace(profile, notes=(*profile.notes, note))
+            if profile.token_param == "max_completion_tokens" and _rejects(
+                exc, "max_completion_tokens"
+            ):
+                profile = replace(profile, token_param="max_tokens")
+            elif profile.send_seed and _rejects(exc, "seed"):
+                profile = replace(profile, send_seed=False, notes=(*profile.notes, "no seed"))
+            elif (
+                profile.send_temperature
+                and temperature is not None
+                and _rejects(exc, "temperature")
+            ):
+                profile = replace(
+                    profile, send_temperature=False, notes=(*profile.notes, "no temperature")
+                )
+            elif profile.response_format != PROMPT_ONLY and _rejects(
+                exc, "response_format", "json_schema", "json_object", "schema"
+            ):
+                nxt = RESPONSE_FORMATS[RESPONSE_FORMATS.index(profile.response_format) + 1]
+                note = f"{profile.response_format} refused: {error_message(exc)[:200]}"
+                profile = replace(profile, response_format=nxt, notes=(*profile.notes, note))
+            else:
+                note = f"probe refused: {error_message(exc)}"
+                return replace(profile, notes=(*profile.notes, note))
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            return replace(profile, notes=(*profile.notes, f"probe failed: {error_message(exc)}"))
+    return profile
