@@ -131,6 +131,20 @@ JUDGE_TIMEOUT_S = envparse.env_float(ENV, "JUDGE_TIMEOUT_S", 120.0)
 JUDGE_MAX_RETRIES = envparse.env_int(ENV, "JUDGE_MAX_RETRIES", 4, minimum=0)
 JUDGE_CONCURRENCY = envparse.env_int(ENV, "JUDGE_CONCURRENCY", 4, minimum=1)
 JUDGE_JSON_MODE = envparse.env_bool(ENV, "JUDGE_JSON_MODE", False)
+# Bound on every judge answer; reasoning models spend hidden reasoning from the same budget.
+JUDGE_MAX_ANSWER_TOKENS = envparse.env_int(ENV, "JUDGE_MAX_ANSWER_TOKENS", 4096, minimum=16)
+# Not sent unless set: some models accept only their default temperature.
+JUDGE_TEMPERATURE: float | None = (
+    envparse.env_float(ENV, "JUDGE_TEMPERATURE", 0.0) if ENV.get("JUDGE_TEMPERATURE") else None
+)
+# Vote n is sent seed JUDGE_SEED + n where the server accepts a seed; "none" sends none.
+JUDGE_SEED: int | None = (
+    None
+    if ENV.get("JUDGE_SEED", "").strip().lower() == "none"
+    else envparse.env_int(ENV, "JUDGE_SEED", 0, minimum=0)
+)
+# One small call when a run starts finds the response format and options the server takes.
+JUDGE_PROBE = envparse.env_bool(ENV, "JUDGE_PROBE", True)
 JUDGE_BACKOFF_BASE_S = envparse.env_float(ENV, "JUDGE_BACKOFF_BASE_S", 1.0)
 JUDGE_BACKOFF_MAX_S = envparse.env_float(ENV, "JUDGE_BACKOFF_MAX_S", 30.0)
 

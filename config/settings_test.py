@@ -8,6 +8,9 @@ import tempfile
 os.environ.setdefault("DEBUG", "0")
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
 os.environ["Q_SYNC"] = "1"
+# The server probe adds one call per LLM run; tests that count judge calls would count it too.
+# Tests of the probe (and the real-server suite) switch it on.
+os.environ.setdefault("JUDGE_PROBE", "0")
 os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="evalplatform-media-"))
 
 from config.settings import *  # noqa: F403

@@ -118,6 +118,7 @@ class JudgeCallStatus(models.TextChoices):
     OK = "ok", "OK"
     CACHED = "cached", "Cached"
     INVALID = "invalid", "Invalid verdict"
+    TRUNCATED = "truncated", "Answer cut at the bound"
     ERROR = "error", "Error"
 
 

@@ -21,10 +21,12 @@ import threading
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, JudgeCall
-from scoring.judges.llm import CallRecord
+from scoring.judges.llm import CallRecord, LLMConfig
+from scoring.judges.server import probe_server
 
 
 class DbJudgeCache:
@@ -146,3 +148,45 @@ class LedgerRecorder:
 def ledger_recorder(run: EvaluationRun | None) -> LedgerRecorder:
     """A ``record`` callback for ``structured_call`` that ledgers calls against ``run``."""
     return LedgerRecorder(run)
+
+
+def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMConfig:
+    """The LLM judge settings of ``run``: the run's own choices first, then the settings."""
+    cfg = run.judge_config or {}
+    return LLMConfig(
+        model=str(model or cfg.get("model") or settings.JUDGE_MODEL),
+        api_key=settings.OPENAI_API_KEY,
+        base_url=settings.OPENAI_BASE_URL,
+        timeout_s=float(settings.JUDGE_TIMEOUT_S),
+        max_retries=int(settings.JUDGE_MAX_RETRIES),
+        json_mode=bool(cfg.get("json_mode", settings.JUDGE_JSON_MODE)),
+        backoff_base_s=float(settings.JUDGE_BACKOFF_BASE_S),
+        backoff_max_s=float(settings.JUDGE_BACKOFF_MAX_S),
+        max_answer_tokens=int(settings.JUDGE_MAX_ANSWER_TOKENS),
+        temperature=settings.JUDGE_TEMPERATURE,
+        seed=settings.JUDGE_SEED,
+    )
+
+
+async def llm_config_probe(run: EvaluationRun, *, client: Any, config: LLMConfig) -> LLMConfig:
+    """Probe the server once (``JUDGE_PROBE``) and record on the run how it is asked.
+
+    Runs inside the run's event loop; the record is written through ``sync_to_async`` so it
+    lands on the processor's thread and connection.
+    """
+    if settings.JUDGE_PROBE and not config.json_mode:
+        config.profile = await probe_server(
+            client,
+            model=config.model,
+            temperature=config.temperature,
+            timeout_s=min(config.timeout_s, 60.0),
+        )
+    await sync_to_async(_record_request, thread_sensitive=True)(run.pk, config.sampling_record())
+    return config
+
+
+def _record_request(run_id: int, record: dict[str, Any]) -> None:
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().get(pk=run_id)
+        run.judge_config = {**(run.judge_config or {}), "request": record}
+        run.save(update_fields=["judge_config", "updated_at"])

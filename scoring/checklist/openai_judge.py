@@ -6,12 +6,19 @@ paper is presented as data, and the judge is told to ignore instructions found i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from scoring.checklist.judges import ChecklistItem, ChecklistVerdict
-from scoring.judges.llm import JudgeCache, LLMConfig, Recorder, structured_call
+from scoring.judges.llm import ContextOverflow, JudgeCache, LLMConfig, Recorder, structured_call
+from scoring.judges.server import AdaptiveLimiter
+
+# Room kept for the question, guidelines, instructions and chat template around the paper.
+_FIT_MARGIN = 0.85
+# A paper cut below this many characters no longer lets the judge check anything.
+_MIN_PAPER_CHARS = 2000
 
 PROMPT_VERSION = "checklist-v1"
 
@@ -65,18 +72,53 @@ def _validate(verdict: ChecklistVerdict) -> str | None:
     return None
 
 
+def fitted_paper(item: ChecklistItem, overflow: ContextOverflow, bound: int) -> str | None:
+    """The paper text cut so that the prompt fits the server's context, or ``None``.
+
+    The prompt already tells the judge that the paper may be cut; cutting is the checklist's
+    counterpart of splitting an audit batch: the same question over less text.
+    """
+    detail = overflow.detail
+    if not detail.prompt_tokens or not detail.context_tokens:
+        return None
+    room = detail.context_tokens - bound
+    if room <= 0:
+        return None
+    keep = int(len(item.paper_text) * (room / detail.prompt_tokens) * _FIT_MARGIN)
+    if keep < _MIN_PAPER_CHARS or keep >= len(item.paper_text):
+        return None
+    return item.paper_text[:keep]
+
+
 @dataclass
 class OpenAIChecklistJudge:
-    client: Any  # openai.AsyncOpenAI
+    client: Any  # openai.AsyncOpenAI, created in (and closed by) the loop that uses it
     config: LLMConfig
     cache: JudgeCache | None = None
     record: Recorder | None = None
+    limiter: AdaptiveLimiter | None = None
 
     @property
     def name(self) -> str:
         return f"openai:{self.config.model}"
 
+    async def aclose(self) -> None:
+        await self.client.close()
+
     async def vote(self, item: ChecklistItem, vote_number: int) -> ChecklistVerdict:
+        for _ in range(3):
+            try:
+                return await self._vote(item, vote_number)
+            except ContextOverflow as overflow:
+                # A paper longer than the server's context: ask about the part that fits.
+                bound = self.config.max_answer_tokens
+                cut = fitted_paper(item, overflow, bound)
+                if cut is None:
+                    raise
+                item = dataclasses.replace(item, paper_text=cut)
+        return await self._vote(item, vote_number)
+
+    async def _vote(self, item: ChecklistItem, vote_number: int) -> ChecklistVerdict:
         verdict = await structured_call(
             self.client,
             config=self.config,
@@ -89,5 +131,6 @@ class OpenAIChecklistJudge:
             cache=self.cache,
             record=self.record,
             validate=_validate,
+            limiter=self.limiter,
         )
         return ChecklistVerdict(correct=verdict.correct, feedback=verdict.feedback[:2000])

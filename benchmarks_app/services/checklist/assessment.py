@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -24,6 +24,13 @@ from benchmarks_app.models import (
     PaperKind,
     SubmissionStatus,
 )
+from benchmarks_app.services.judging import (
+    DbJudgeCache,
+    LedgerRecorder,
+    ledger_recorder,
+    llm_config_for_run,
+    llm_config_probe,
+)
 from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
 from scoring.checklist.judges import (
     ChecklistItem,
@@ -33,12 +40,19 @@ from scoring.checklist.judges import (
     RecordedChecklistJudge,
     assess_item,
 )
+from scoring.checklist.openai_judge import OpenAIChecklistJudge
 from scoring.checklist.scores import PaperAssessment, checklist_scores
 from scoring.judges.consensus import ConsensusResult
+from scoring.judges.llm import make_client
+from scoring.judges.server import AdaptiveLimiter
 
 
-def _build_judge(run: EvaluationRun) -> tuple[ChecklistJudge, Any]:
-    """The run's judge and, for LLM judges, the ledger recorder to flush after each batch."""
+def _build_judge(run: EvaluationRun) -> tuple[ChecklistJudge, LedgerRecorder | None]:
+    """The run's judge and, for LLM judges, the ledger recorder to flush after each batch.
+
+    Called inside the run's event loop: an LLM judge's client (and its pooled connections)
+    belongs to that one loop and is closed by :func:`_close_judge` before the loop ends.
+    """
     base = run.judge.split(":", 1)[0]
     if base == "offline":
         return OfflineChecklistJudge(), None
@@ -51,28 +65,24 @@ def _build_judge(run: EvaluationRun) -> tuple[ChecklistJudge, Any]:
         }
         return RecordedChecklistJudge(verdicts), None
     if base == "openai":
-        from benchmarks_app.services.judging import DbJudgeCache, ledger_recorder
-        from scoring.checklist.openai_judge import OpenAIChecklistJudge
-        from scoring.judges.llm import LLMConfig, make_client
-
         model = run.judge.split(":", 1)[1] if ":" in run.judge else settings.JUDGE_MODEL
-        config = LLMConfig(
-            model=model,
-            api_key=settings.OPENAI_API_KEY,
-            base_url=settings.OPENAI_BASE_URL,
-            timeout_s=settings.JUDGE_TIMEOUT_S,
-            max_retries=settings.JUDGE_MAX_RETRIES,
-            json_mode=settings.JUDGE_JSON_MODE,
-        )
+        config = llm_config_for_run(run, model=model)
         recorder = ledger_recorder(run)
         judge = OpenAIChecklistJudge(
             client=make_client(config),
             config=config,
             cache=DbJudgeCache(),
             record=recorder,
+            limiter=AdaptiveLimiter(int(settings.JUDGE_CONCURRENCY)),
         )
         return judge, recorder
     raise ValueError(f"unknown checklist judge {run.judge!r}")
+
+
+async def _close_judge(judge: ChecklistJudge) -> None:
+    close = getattr(judge, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _item(answer: ChecklistAnswer) -> ChecklistItem:
@@ -111,6 +121,74 @@ def _votes_json(result: ConsensusResult[ChecklistVerdict]) -> list[dict[str, Any
         }
         for v in result.votes
     ]
+
+
+async def _judge_all(run: EvaluationRun, to_judge: list[ChecklistAnswer]) -> int:
+    """Judge every batch in ONE event loop; returns how many answers could not be assessed.
+
+    One loop for the whole run, because an ``AsyncOpenAI`` client's pooled keep-alive
+    connections belong to the loop that opened them: a new loop per batch made every pooled
+    connection fail from the second batch on ("Event loop is closed"). Results are stored
+    after each batch (on the processor's thread), so a crashed run resumes from there.
+    """
+    judge, recorder = _build_judge(run)
+    try:
+        if isinstance(judge, OpenAIChecklistJudge):
+            await llm_config_probe(run, client=judge.client, config=judge.config)
+        iterations = int(settings.JUDGE_ITERATIONS)
+        batch_size = int(settings.JUDGE_BATCH_SIZE)
+        concurrency = int(settings.JUDGE_CONCURRENCY)
+        failed = 0
+        for start in range(0, len(to_judge), batch_size):
+            batch = to_judge[start : start + batch_size]
+            results = await _assess_batch(judge, [_item(a) for a in batch], iterations, concurrency)
+            failed += await sync_to_async(_store_batch, thread_sensitive=True)(
+                run, batch, results, recorder
+            )
+        return failed
+    finally:
+        await _close_judge(judge)
+
+
+def _store_batch(
+    run: EvaluationRun,
+    batch: list[ChecklistAnswer],
+    results: list[ConsensusResult[ChecklistVerdict]],
+    recorder: LedgerRecorder | None,
+) -> int:
+    failed = 0
+    rows = []
+    for answer, result in zip(batch, results, strict=True):
+        if result.failed or result.verdict is None:
+            failed += 1
+            errors = "; ".join(v.error for v in result.votes if v.error)
+            rows.append(
+                ChecklistAssessment(
+                    run=run,
+                    answer=answer,
+                    status=AssessmentStatus.JUDGE_FAILED,
+                    correct=None,
+                    feedback=f"The judge could not decide ({result.reason}): {errors}"[:2000],
+                    votes=_votes_json(result),
+                )
+            )
+        else:
+            rows.append(
+                ChecklistAssessment(
+                    run=run,
+                    answer=answer,
+                    status=AssessmentStatus.OK,
+                    correct=1 if result.verdict.correct else 0,
+                    feedback=result.verdict.feedback[:2000],
+                    votes=_votes_json(result),
+                )
+            )
+    with transaction.atomic():
+        ChecklistAssessment.objects.bulk_create(rows)
+        run_advance(run=run, by=len(batch) - failed)
+    if recorder is not None:
+        recorder.flush()
+    return failed
 
 
 def process_checklist(run: EvaluationRun) -> None:
@@ -162,50 +240,7 @@ def _process(run: EvaluationRun, submission: ChecklistSubmission) -> None:
         run_advance(run=run, by=len(todo))
 
     to_judge = [a for a in pending if a.answer != "TODO"]
-    failed = 0
-    if to_judge:
-        judge, recorder = _build_judge(run)
-        iterations = int(settings.JUDGE_ITERATIONS)
-        batch_size = int(settings.JUDGE_BATCH_SIZE)
-        concurrency = int(settings.JUDGE_CONCURRENCY)
-        for start in range(0, len(to_judge), batch_size):
-            batch = to_judge[start : start + batch_size]
-            results = async_to_sync(_assess_batch)(
-                judge, [_item(a) for a in batch], iterations, concurrency
-            )
-            rows = []
-            for answer, result in zip(batch, results, strict=True):
-                if result.failed or result.verdict is None:
-                    failed += 1
-                    errors = "; ".join(v.error for v in result.votes if v.error)
-                    rows.append(
-                        ChecklistAssessment(
-                            run=run,
-                            answer=answer,
-                            status=AssessmentStatus.JUDGE_FAILED,
-                            correct=None,
-                            feedback=f"The judge could not decide ({result.reason}): {errors}"[
-                                :2000
-                            ],
-                            votes=_votes_json(result),
-                        )
-                    )
-                else:
-                    rows.append(
-                        ChecklistAssessment(
-                            run=run,
-                            answer=answer,
-                            status=AssessmentStatus.OK,
-                            correct=1 if result.verdict.correct else 0,
-                            feedback=result.verdict.feedback[:2000],
-                            votes=_votes_json(result),
-                        )
-                    )
-            with transaction.atomic():
-                ChecklistAssessment.objects.bulk_create(rows)
-                run_advance(run=run, by=len(batch) - sum(r.correct is None for r in rows))
-            if recorder is not None:
-                recorder.flush()
+    failed = async_to_sync(_judge_all)(run, to_judge) if to_judge else 0
 
     if failed:
         ChecklistSubmission.objects.filter(pk=submission.pk).update(

@@ -2,18 +2,46 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from scoring.audit.judges.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_user_prompt
 from scoring.audit.matching import invalid_reason
 from scoring.audit.types import AuditVerdict, ScanItem, TruthItem
-from scoring.judges.llm import JudgeCache, LLMConfig, Recorder, make_client, structured_call
+from scoring.judges import failures
+from scoring.judges.consensus import VoteFailed
+from scoring.judges.llm import (
+    ContextOverflow,
+    JudgeCache,
+    LLMConfig,
+    Recorder,
+    make_client,
+    structured_call,
+)
+from scoring.judges.server import AdaptiveLimiter
+
+
+def _rank(verdict: AuditVerdict) -> int:
+    return 2 if verdict.is_match else 1 if verdict.is_partial_match else 0
+
+
+def best_of(verdicts: Sequence[AuditVerdict]) -> AuditVerdict:
+    """The verdict over a whole batch from verdicts over its parts, in batch order.
+
+    The question is "does any finding of this batch describe the truth finding, and which is
+    best?": a match beats a partial match beats neither, and the earlier part wins a tie, as a
+    judge reading the list in order would choose.
+    """
+    return max(verdicts, key=_rank)  # max keeps the first of equal ranks
 
 
 class OpenAIAuditJudge:
-    """The LLM judge, for OpenAI and OpenAI-compatible servers (``base_url``)."""
+    """The LLM judge, for OpenAI and OpenAI-compatible servers (``base_url``).
+
+    A batch whose prompt does not fit the server's context is split in two and each half asked
+    the same question (recursively, down to one scan finding); a single finding that still
+    does not fit fails the vote with the setting to change.
+    """
 
     name = "openai"
 
@@ -32,28 +60,43 @@ class OpenAIAuditJudge:
         self.client = client or make_client(config, http_client=http_client)
         self.cache = cache
         self.record = record
-        self._concurrency = concurrency
-        self._semaphore: asyncio.Semaphore | None = None
+        self.limiter = AdaptiveLimiter(concurrency)
+        self.splits = 0
 
     async def judge(
         self, truth: TruthItem, batch: Sequence[ScanItem], *, vote_number: int
     ) -> AuditVerdict:
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self._concurrency)
-        async with self._semaphore:
-            return await structured_call(
-                self.client,
-                config=self.config,
-                judge_name=self.name,
-                prompt_version=PROMPT_VERSION,
-                system=SYSTEM_PROMPT,
-                user=build_user_prompt(truth, batch),
-                schema=AuditVerdict,
-                vote_number=vote_number,
-                cache=self.cache,
-                record=self.record,
-                validate=lambda v: invalid_reason(v, batch),
-            )
+        try:
+            return await self._ask(truth, batch, vote_number)
+        except ContextOverflow as overflow:
+            if len(batch) <= 1:
+                raise VoteFailed(
+                    f"{overflow.reason}; even one scan finding does not fit the server's "
+                    "context: " + failures.ADVICE[failures.CONTEXT]
+                ) from overflow
+        self.splits += 1
+        middle = len(batch) // 2
+        first = await self.judge(truth, batch[:middle], vote_number=vote_number)
+        second = await self.judge(truth, batch[middle:], vote_number=vote_number)
+        return best_of([first, second])
+
+    async def _ask(
+        self, truth: TruthItem, batch: Sequence[ScanItem], vote_number: int
+    ) -> AuditVerdict:
+        return await structured_call(
+            self.client,
+            config=self.config,
+            judge_name=self.name,
+            prompt_version=PROMPT_VERSION,
+            system=SYSTEM_PROMPT,
+            user=build_user_prompt(truth, batch),
+            schema=AuditVerdict,
+            vote_number=vote_number,
+            cache=self.cache,
+            record=self.record,
+            validate=lambda v: invalid_reason(v, batch),
+            limiter=self.limiter,
+        )
 
     async def aclose(self) -> None:
         await self.client.close()
