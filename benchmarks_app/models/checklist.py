@@ -64,6 +64,10 @@ class Team(TimeStampedModel):
     members: models.ManyToManyField[Any, Any] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
+    is_internal = models.BooleanField(
+        default=False,
+        help_text="Maintainers' own team (judge checks): its entries never reach the public board.",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -193,7 +193,9 @@ def checklist_leaderboard(*, challenge_slug: str | None = None) -> list[dict[str
     complete one (re-assessments append scores). One query, whatever the number of teams and
     submissions.
     """
-    qs = ChecklistScore.objects.select_related("submission__team", "submission__challenge")
+    qs = ChecklistScore.objects.select_related("submission__team", "submission__challenge").exclude(
+        submission__team__is_internal=True
+    )
     if challenge_slug:
         qs = qs.filter(submission__challenge__slug=challenge_slug)
     else:

@@ -10,6 +10,7 @@ from benchmarks_app.services.checklist.errors import (
     TeamError,
 )
 from benchmarks_app.services.checklist.importing import checklist_import_assessed
+from benchmarks_app.services.checklist.maintainers import checklist_paper_assess_for_maintainers
 from benchmarks_app.services.checklist.papers import (
     PaperUpload,
     checklist_extract_upload,
@@ -36,6 +37,7 @@ __all__ = [
     "checklist_extract_upload",
     "checklist_import_assessed",
     "checklist_membership_add",
+    "checklist_paper_assess_for_maintainers",
     "checklist_submission_assess",
     "checklist_submission_create",
     "checklist_submission_discard",
