@@ -26,7 +26,9 @@ from benchmarks_app.selectors.leaderboards import (
     benchmark_summaries,
     own_submissions,
 )
+from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_runs
+from scoring.judges import failures
 
 
 def _maybe_url(request: Request | None, name: str, **kwargs: Any) -> str | None:
@@ -143,14 +145,38 @@ class RunSerializer(serializers.ModelSerializer):
         return _maybe_url(self.context.get("request"), "runs:detail", pk=run.pk)
 
 
+class FailureCauseSerializer(serializers.Serializer):
+    """One reason why items of a run could not be judged (``scoring.judges.failures``)."""
+
+    kind = serializers.ChoiceField(
+        choices=sorted(failures.ADVICE),
+        help_text="transient, context, truncated, invalid, rejected or other.",
+    )
+    message = serializers.CharField(help_text="The failure, without request ids and timings.")
+    count = serializers.IntegerField(help_text="Failed items with this cause.")
+    resumable = serializers.BooleanField(
+        help_text="Resuming the run can judge these items; otherwise change what the advice "
+        "names first."
+    )
+    advice = serializers.CharField(help_text="What to do about it.")
+
+
 class RunDetailSerializer(RunSerializer):
     repos = serializers.SlugRelatedField(  # type: ignore[var-annotated]
         many=True, read_only=True, slug_field="project_id"
     )
+    failure_causes = serializers.SerializerMethodField(
+        help_text="Why the failed items could not be judged, most frequent cause first; empty "
+        "unless the run ended with failed items."
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "repos", "judge_config"]
+        fields = [*RunSerializer.Meta.fields, "repos", "judge_config", "failure_causes"]
         read_only_fields = fields
+
+    @extend_schema_field(FailureCauseSerializer(many=True))
+    def get_failure_causes(self, run: EvaluationRun) -> list[dict[str, object]]:
+        return [c.as_dict() for c in ended_run_failure_causes(run=run)]
 
 
 class RunFilter(django_filters.FilterSet):

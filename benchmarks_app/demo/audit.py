@@ -7,9 +7,11 @@ from typing import TextIO
 from benchmarks_app.demo import SAMPLE_DATA
 from benchmarks_app.models import Scanner
 from benchmarks_app.selectors.audit import audit_report
+from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.services.audit import audit_import_path, audit_run_create
 from benchmarks_app.services.runs import run_wait
 from scoring.audit.metrics import overview_table
+from scoring.judges import failures
 
 AUDIT_DATA = SAMPLE_DATA / "audit"
 
@@ -24,7 +26,10 @@ def run_demo(out: TextIO) -> None:
     run = run_wait(run=run)
     out.write(
         f"Run #{run.pk} ({run.judge} judge) {run.status}: {run.progress_done}/"
-        f"{run.progress_total} truth findings judged on {run.repos.count()} repos\n\n"
+        f"{run.progress_total} truth findings judged on {run.repos.count()} repos\n"
     )
+    if causes := ended_run_failure_causes(run=run):
+        out.write(f"{run.error}\n{failures.details(causes)}\n")
+    out.write("\n")
     out.write(overview_table(audit_report(scanner_name=scanner.name, run_id=run.pk)) + "\n")
     out.write(f"\nScanner leaderboard: /audit/ · this run: /audit/runs/{run.pk}/\n")

@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from benchmarks_app.formatting import render_checklist_table
 from benchmarks_app.models import Challenge, PaperKind, SubmissionStatus
 from benchmarks_app.selectors.checklist import checklist_leaderboard
+from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.services.checklist import (
     PaperUpload,
     checklist_membership_add,
@@ -23,6 +24,7 @@ from benchmarks_app.services.checklist import (
     checklist_team_create,
 )
 from benchmarks_app.services.runs import run_wait
+from scoring.judges import failures
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data" / "checklist"
 CHALLENGE_SLUG = "neurips-2024-checklist"
@@ -87,5 +89,7 @@ def run_demo(out: TextIO) -> None:
             f"checklist: team {team_name}: submission #{submission.pk} ({label}), "
             f"run #{run.pk} {run.status} ({run.progress_done}/{run.progress_total} answers)\n"
         )
+        if causes := ended_run_failure_causes(run=run):
+            out.write(f"checklist: {run.error}\n{failures.details(causes)}\n")
     out.write("\nChecklist leaderboard (offline judge):\n")
     out.write(render_checklist_table(checklist_leaderboard(challenge_slug=CHALLENGE_SLUG)) + "\n")

@@ -29,7 +29,15 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.audit import AuditRunScan
 from benchmarks_app.selectors.visibility import truth_details_visible, visible_runs
-from scoring.audit.metrics import RATIO_KEYS, build_report, overall, pct
+from scoring.audit.metrics import (
+    RATIO_KEYS,
+    as_shown,
+    build_report,
+    is_row_complete,
+    judged,
+    overall,
+    pct,
+)
 
 # The run page's outcome for truth findings left behind a judge failure (never stored).
 NOT_JUDGED = "not_judged"
@@ -62,9 +70,11 @@ def audit_leaderboard() -> list[dict[str, Any]]:
     board = []
     for name, rows in by_scanner.items():
         totals = overall([r.metrics for r in rows])
-        totals.pop("repo", None)
-        totals.pop("truth_severity_counts", None)
-        totals.pop("scan_severity_counts", None)
+        for key in ("repo", "truth_severity_counts", "scan_severity_counts"):
+            totals.pop(key, None)
+        # Complete evaluations only: nothing is unjudged, every ratio is known.
+        for key in ("judge_failed", "not_judged"):
+            totals.pop(key, None)
         board.append(
             {
                 "scanner": name,
@@ -146,7 +156,17 @@ class RepoSection:
 
     @property
     def percent(self) -> dict[str, str]:
+        """Ratios as percentages; "—" for a repo with unjudged truth findings."""
         return {k: pct(self.metrics[k]) for k in RATIO_KEYS} if self.metrics else {}
+
+    @property
+    def judged_text(self) -> str:
+        """``incomplete: X of Y truth findings judged`` when the metrics are incomplete."""
+        if not self.metrics or is_row_complete(self.metrics):
+            return ""
+        return (
+            f"incomplete: {judged(self.metrics)} of {self.metrics['truth']} truth findings judged"
+        )
 
 
 def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[RepoSection]]:
@@ -180,7 +200,7 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
         version = judged.get(repo.pk)
         sections[repo.pk] = RepoSection(
             repo=repo,
-            metrics=rr.metrics if rr else None,
+            metrics=as_shown(rr.metrics) if rr else None,
             is_complete=bool(rr and rr.is_complete),
             notes=list(rr.notes) if rr else [],
             show_truth_text=truth_details_visible(user, repo),

@@ -19,6 +19,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
+from benchmarks_app.selectors.runs import run_failure_causes
+from scoring.judges.failures import FailureCause, headline
 
 # Dotted paths of the task that processes a run of each benchmark.
 RUN_TASKS: dict[str, str] = {
@@ -117,16 +119,30 @@ def run_advance(*, run: EvaluationRun, by: int = 1) -> None:
     run.progress_done += by
 
 
-def run_finish(*, run: EvaluationRun, failed_items: int = 0, error: str = "") -> EvaluationRun:
-    """End a run: failed when any item could not be judged, so its metrics read incomplete."""
+def run_finish(
+    *,
+    run: EvaluationRun,
+    failed_items: int = 0,
+    error: str = "",
+    failure_causes: list[FailureCause] | None = None,
+    failure_note: str = "",
+) -> EvaluationRun:
+    """End a run: failed when any item could not be judged, so its metrics read incomplete.
+
+    With failed items and no ``error``, the run's error says why they failed and what to do
+    (:func:`scoring.judges.failures.headline`): resume for the causes a resume can fix, the
+    setting or server to change for the others. The causes are ``failure_causes``, by default
+    those of the run's failed items (:func:`run_failure_causes`); ``failure_note`` follows.
+    """
     status = RunStatus.FAILED if failed_items or error else RunStatus.SUCCEEDED
     if failed_items and not error:
-        error = f"{failed_items} item(s) could not be judged; resume the run to retry them."
+        causes = failure_causes if failure_causes is not None else run_failure_causes(run=run)
+        error = " ".join(part for part in (headline(causes, failed_items), failure_note) if part)
     EvaluationRun.objects.filter(pk=run.pk).update(
         status=status,
         failed_items=failed_items,
         is_complete=not failed_items and not error,
-        error=error,
+        error=error[:10000],
         finished_at=timezone.now(),
         updated_at=timezone.now(),
     )

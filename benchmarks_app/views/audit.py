@@ -21,6 +21,7 @@ from benchmarks_app.selectors.audit import (
     audit_report,
     audit_run_detail,
 )
+from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_repos
 from benchmarks_app.services.audit import (
     AuditRunError,
@@ -156,6 +157,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "run": run,
             "sections": sections,
             "is_active": run.status in (RunStatus.QUEUED, RunStatus.RUNNING),
+            "causes": ended_run_failure_causes(run=run),
         },
     )
 

@@ -28,6 +28,7 @@ from benchmarks_app.selectors.checklist import (
     user_teams,
     visible_paper,
 )
+from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import is_staff
 from benchmarks_app.services.checklist import (
     ChecklistSubmissionError,
@@ -292,6 +293,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             # This page is static; the run page polls, so a queued or running run links there.
             "run_active": detail.run is not None and detail.run.status in ACTIVE_STATUSES,
             "word_cap": settings.CHECKLIST_BODY_WORD_CAP,
+            "causes": ended_run_failure_causes(run=detail.run) if detail.run else [],
         },
     )
 

@@ -13,7 +13,9 @@ from django.views.decorators.cache import never_cache
 
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
+from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_runs
+from scoring.judges.failures import FailureCause
 
 app_name = "runs"
 
@@ -66,8 +68,11 @@ def submission_url(row: OwnSubmission) -> str | None:
     return _first_route([(name, getattr(row, field)) for name, field in routes])
 
 
-def status_payload(run: EvaluationRun) -> dict[str, Any]:
+def status_payload(
+    run: EvaluationRun, *, causes: list[FailureCause] | None = None
+) -> dict[str, Any]:
     """What the run page polls: enough to redraw the badge, the bar and the timing."""
+    causes = ended_run_failure_causes(run=run) if causes is None else causes
     return {
         "id": run.pk,
         "status": run.status,
@@ -80,6 +85,7 @@ def status_payload(run: EvaluationRun) -> dict[str, Any]:
         "attempts": run.attempts,
         "is_complete": run.is_complete,
         "error": run.error,
+        "failure_causes": [c.as_dict() for c in causes],
         "created_at": run.created_at.isoformat(),
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
@@ -112,10 +118,16 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(visible_runs(request.user).prefetch_related("repos"), pk=pk)
+    causes = ended_run_failure_causes(run=run)
     return render(
         request,
         "runs/detail.html",
-        {"run": run, "status": status_payload(run), "is_active": run.status in ACTIVE},
+        {
+            "run": run,
+            "status": status_payload(run, causes=causes),
+            "is_active": run.status in ACTIVE,
+            "causes": causes,
+        },
     )
 
 

@@ -1,10 +1,15 @@
 """Audit metrics and the report in the reference layout (Markdown) and as JSON.
 
 Counts are summed over repos before ratios are computed. QA findings (Info / Best Practices)
-count in ``scan`` and are left out of the with-partial precision denominator. Judge-failed
-truth findings, and those left unjudged behind them, stay in ``truth`` (the recall
-denominator) but are not counted as misses. Every ratio with a zero denominator (a scanner
-that reported nothing, a repo without truth findings) is 0.
+count in ``scan`` and are left out of the with-partial precision denominator. Every ratio with
+a zero denominator (a scanner that reported nothing, a repo without truth findings) is 0.
+
+An incomplete repo (some truth findings judge-failed, or left unjudged behind a failure) has
+no precision, recall or F1, and no false-positive count: the scan findings that its unjudged
+truth findings could match are not known to be false positives, and its recall would count
+them as misses. Those values are ``None`` (shown as "—"), and so are the overall ones of a
+report with an incomplete repo; the report says how many truth findings were judged. Its
+judge-failed and unjudged truth findings are not misses either (``fn`` counts judged misses).
 """
 
 from __future__ import annotations
@@ -27,6 +32,27 @@ RATIO_KEYS = (
 REPORT_KEYS = ("repo", *COUNT_KEYS, *RATIO_KEYS, "truth_severity_counts", "scan_severity_counts")
 
 
+INCOMPLETE_NOTE = (
+    "Precision, recall and F1 are not given (—) for incomplete repos, nor overall when a repo "
+    "is incomplete: scan findings that the unjudged truth findings could match are not known "
+    "to be false positives. They are given once every truth finding is judged; the run says "
+    "why some could not be."
+)
+
+
+def unjudged(row: dict[str, Any]) -> int:
+    """Truth findings of a metrics row that have no verdict (judge-failed or left behind)."""
+    return int(row.get("judge_failed") or 0) + int(row.get("not_judged") or 0)
+
+
+def judged(row: dict[str, Any]) -> int:
+    return int(row.get("truth") or 0) - unjudged(row)
+
+
+def is_row_complete(row: dict[str, Any]) -> bool:
+    return unjudged(row) == 0
+
+
 def _ratio(num: float, den: float) -> float:
     return num / den if den else 0.0
 
@@ -41,6 +67,9 @@ def severity_counts(severities: Iterable[str]) -> dict[str, int]:
 
 
 def with_ratios(counts: dict[str, Any]) -> dict[str, Any]:
+    """The counts with their ratios; ``None`` ratios and ``fp`` when some truth is unjudged."""
+    if unjudged(counts):
+        return {**counts, "fp": None, **dict.fromkeys(RATIO_KEYS)}
     tp, partial = counts["tp"], counts["partial"]
     precision = _ratio(tp, counts["scan"])
     recall = _ratio(tp, counts["truth"])
@@ -67,7 +96,8 @@ def repo_metrics(
     judge_failed: int = 0,
     not_judged: int = 0,
 ) -> dict[str, Any]:
-    """``judge_failed`` and ``not_judged`` (left behind a failure) are not misses."""
+    """``judge_failed`` and ``not_judged`` (left behind a failure) are not misses; with either,
+    the repo is incomplete and its ratios and ``fp`` are ``None``."""
     truth, scan = len(truth_severities), len(scan_severities)
     counts: dict[str, Any] = {
         "repo": repo,
@@ -78,19 +108,28 @@ def repo_metrics(
         "partial": partial,
         "fp": scan - tp - partial,
         "fn": truth - tp - judge_failed - not_judged,
+        "judge_failed": judge_failed,
+        "not_judged": not_judged,
     }
     row = with_ratios(counts)
     row["truth_severity_counts"] = severity_counts(truth_severities)
     row["scan_severity_counts"] = severity_counts(scan_severities)
-    row["judge_failed"] = judge_failed
-    row["not_judged"] = not_judged
     return row
 
 
+def as_shown(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A stored metrics row as it may be shown: rows of incomplete repos stored before their
+    ratios were withheld get ``None`` ratios and ``fp`` here too."""
+    if is_row_complete(metrics):
+        return metrics
+    return {**metrics, "fp": None, **dict.fromkeys(RATIO_KEYS)}
+
+
 def overall(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Counts summed over ``rows``, then ratios: ``None`` when any row is incomplete."""
     counts: dict[str, Any] = {"repo": "ALL"}
-    for key in COUNT_KEYS:
-        counts[key] = sum(int(r.get(key, 0)) for r in rows)
+    for key in (*COUNT_KEYS, "judge_failed", "not_judged"):
+        counts[key] = sum(int(r.get(key) or 0) for r in rows)
     row = with_ratios(counts)
     for key in ("truth_severity_counts", "scan_severity_counts"):
         total: Counter[str] = Counter()
@@ -108,18 +147,42 @@ def report_row(metrics: dict[str, Any]) -> dict[str, Any]:
 def build_report(
     *, scanner: str, run: Any, repo_rows: Sequence[dict[str, Any]], is_complete: bool = True
 ) -> dict[str, Any]:
-    rows = [report_row(r) for r in sorted(repo_rows, key=lambda r: r["repo"])]
+    """The report document. ``incomplete`` lists the repos with unjudged truth findings (how
+    many of their truth findings were judged); their ratios, and the overall ones, are null."""
+    shown = [as_shown(r) for r in sorted(repo_rows, key=lambda r: r["repo"])]
+    incomplete = [
+        {
+            "repo": r["repo"],
+            "truth": int(r.get("truth") or 0),
+            "judged": judged(r),
+            "judge_failed": int(r.get("judge_failed") or 0),
+            "not_judged": int(r.get("not_judged") or 0),
+        }
+        for r in shown
+        if not is_row_complete(r)
+    ]
     return {
         "scanner": scanner,
         "run": run,
-        "is_complete": is_complete,
-        "repos": rows,
-        "overall": report_row(overall(rows)),
+        "is_complete": is_complete and not incomplete,
+        "repos": [report_row(r) for r in shown],
+        "overall": report_row(overall(shown)),
+        "incomplete": incomplete,
+        "note": INCOMPLETE_NOTE if incomplete else "",
     }
 
 
-def pct(value: float) -> str:
-    return f"{100 * value:.1f}%"
+def incomplete_text(entry: dict[str, Any]) -> str:
+    """``incomplete: X of Y truth findings judged`` for an entry of a report's ``incomplete``."""
+    return f"incomplete: {entry['judged']} of {entry['truth']} truth findings judged"
+
+
+def pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else str(value)
 
 
 OVERVIEW_HEADER = (
@@ -131,7 +194,7 @@ OVERVIEW_HEADER = (
 def overview_line(row: dict[str, Any], *, bold: bool = False) -> str:
     cells = [
         str(row["repo"]),
-        *(str(row[k]) for k in COUNT_KEYS),
+        *(_count(row[k]) for k in COUNT_KEYS),
         *(pct(row[k]) for k in RATIO_KEYS),
     ]
     if bold:
@@ -152,21 +215,34 @@ def render_markdown(report: dict[str, Any]) -> str:
     if run is not None:
         runs = run if isinstance(run, list) else [run]
         out += [f"Evaluation run(s): {', '.join(f'#{r}' for r in runs)}", ""]
-    if not report.get("is_complete", True):
+    incomplete = {e["repo"]: e for e in report.get("incomplete") or []}
+    if incomplete:
+        judged_n = sum(e["judged"] for e in incomplete.values())
+        truth_n = sum(e["truth"] for e in incomplete.values())
+        per_repo = ", ".join(f"{r}: {e['judged']} of {e['truth']}" for r, e in incomplete.items())
+        out += [
+            f"> **Incomplete:** only {judged_n} of {truth_n} truth findings of "
+            f"{len(incomplete)} repo(s) were judged ({per_repo}). "
+            f"{report.get('note') or INCOMPLETE_NOTE}",
+            "",
+        ]
+    elif not report.get("is_complete", True):
         out += [
             "> **Incomplete:** some truth findings could not be judged; resume the run.",
             "",
         ]
     out += ["## Overview", "", overview_table(report), ""]
     for row in report["repos"]:
+        entry = incomplete.get(row["repo"])
         out += [f"## {row['repo']}", ""]
         out += [
             f"- Truth findings: {row['truth']}; scan findings: {row['scan']} (QA: {row['qa']})",
-            f"- TP: {row['tp']}, partial: {row['partial']}, FP: {row['fp']}, FN: {row['fn']}",
+            f"- TP: {row['tp']}, partial: {row['partial']}, FP: {_count(row['fp'])}, "
+            f"FN: {row['fn']}",
             f"- Precision {pct(row['precision'])}, recall {pct(row['recall'])}, "
             f"F1 {pct(row['f1'])}; with partial: precision "
             f"{pct(row['precision_with_partial'])}, recall {pct(row['recall_with_partial'])}, "
-            f"F1 {pct(row['f1_with_partial'])}",
+            f"F1 {pct(row['f1_with_partial'])}" + (f" ({incomplete_text(entry)})" if entry else ""),
             "",
             "| Severity | Truth | Scan |",
             "|---|---:|---:|",

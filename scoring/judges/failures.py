@@ -26,7 +26,7 @@ ADVICE = {
     TRANSIENT: "The judge server was unreachable or overloaded; resume the run to judge these.",
     CONTEXT: "The prompt does not fit the server's context even as a batch of one: start the "
     "server with a larger context per request (llama-server -c N with --parallel P gives N/P "
-    "each), lower JUDGE_MAX_ANSWER_TOKENS, or lower CHECKLIST_WORD_CAP for papers.",
+    "each), lower JUDGE_MAX_ANSWER_TOKENS, or lower CHECKLIST_BODY_WORD_CAP for papers.",
     TRUNCATED: "The model's answer was cut at the answer bound twice: raise "
     "JUDGE_MAX_ANSWER_TOKENS (reasoning models count hidden reasoning against it) or use a "
     "model that follows the JSON schema.",
@@ -98,3 +98,43 @@ def headline(causes: list[FailureCause], failed_items: int) -> str:
     parts = [f"{c.count} x {c.message}" for c in causes[:5]]
     advice = " ".join(dict.fromkeys(c.advice for c in causes[:5]))
     return f"{failed_items} item(s) could not be judged. Causes: {'; '.join(parts)}. {advice}"
+
+
+def reason_key(reason: str) -> tuple[str, str]:
+    """What makes two reasons one cause: their kind and their message without ids and timings.
+
+    A reason that quotes its kind's advice loses the quote: the cause carries the advice.
+    """
+    kind = kind_of(reason)
+    text = reason or ""
+    if ADVICE[kind] in text:
+        text = text.replace(ADVICE[kind], "").rstrip(" :;,")
+    return kind, _message(text)
+
+
+def summarize_items(items: Iterable[Iterable[str]]) -> list[FailureCause]:
+    """Distinct causes over failed items (each given by its votes' reasons), most frequent first.
+
+    Unlike :func:`summarize`, ``count`` counts items: an item whose three votes failed the same
+    way counts once for that cause (an item whose votes failed in two ways counts for both).
+    """
+    counts: Counter[tuple[str, str]] = Counter()
+    for reasons in items:
+        counts.update({reason_key(r) for r in reasons if r})
+    return [
+        FailureCause(kind=k, message=m, count=n, advice=ADVICE[k])
+        for (k, m), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+
+def details(causes: list[FailureCause], *, indent: str = "  ") -> str:
+    """The causes as lines of text for a terminal: count, kind, message, then the advice.
+
+    The advice is marked ``resumable`` when resuming the run can judge the items, and
+    ``fix first`` when a setting or the server has to change before a resume can help.
+    """
+    lines = []
+    for c in causes:
+        lines.append(f"{indent}{c.count} x {c.kind}: {c.message}")
+        lines.append(f"{indent}    {'resumable' if c.resumable else 'fix first'}: {c.advice}")
+    return "\n".join(lines)

@@ -6,8 +6,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks_app.models import EvaluationRun, Repo, Scanner
+from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
 from benchmarks_app.services.runs import run_wait
+from scoring.judges import failures
 
 
 def progress_bar(run: EvaluationRun, width: int = 30) -> str:
@@ -85,4 +87,10 @@ class Command(BaseCommand):
                 )
             )
         else:
+            causes = ended_run_failure_causes(run=run)
+            if causes:
+                self.stderr.write(
+                    f"Why {run.failed_items} truth finding(s) could not be judged:\n"
+                    + failures.details(causes)
+                )
             raise CommandError(f"Run #{run.pk} {run.status}: {run.error}")

@@ -9,12 +9,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks_app.models import PaperKind
 from benchmarks_app.selectors.checklist import default_challenge
+from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.services.checklist import (
     ChecklistSubmissionError,
     checklist_import_assessed,
     checklist_team_create,
 )
 from benchmarks_app.services.runs import run_wait
+from scoring.judges import failures
 
 
 class Command(BaseCommand):
@@ -55,6 +57,12 @@ class Command(BaseCommand):
         run = run_wait(run=run)
         score = getattr(run, "checklist_score", None)
         if score is None:
+            causes = ended_run_failure_causes(run=run)
+            if causes:
+                self.stderr.write(
+                    f"Why {run.failed_items} answer(s) could not be assessed:\n"
+                    + failures.details(causes)
+                )
             raise CommandError(f"Run #{run.pk} ended {run.status}: {run.error}")
         self.stdout.write(
             f"Imported submission #{run.checklist_submission_id} for team {team.name}: "

@@ -40,33 +40,25 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.audit import AuditRunScan
 from benchmarks_app.services.audit.runs import AuditRunError, _setting
-from benchmarks_app.services.judging import DbJudgeCache, LedgerRecorder, ledger_recorder
+from benchmarks_app.services.judging import (
+    DbJudgeCache,
+    LedgerRecorder,
+    ledger_recorder,
+    llm_config_for_run,
+    llm_config_probe,
+)
 from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
 from scoring.audit.judges import make_judge, parse_judge_spec
+from scoring.audit.judges.llm import OpenAIAuditJudge
 from scoring.audit.matching import AuditJudge, RepoMatch, match_repo
 from scoring.audit.metrics import repo_metrics
 from scoring.audit.types import JUDGE_FAILED, MATCH, PARTIAL, ScanItem, TruthItem, TruthOutcome
-from scoring.judges.llm import LLMConfig
-
-
-def _llm_config(run: EvaluationRun) -> LLMConfig:
-    cfg = run.judge_config or {}
-    return LLMConfig(
-        model=str(cfg.get("model") or _setting("JUDGE_MODEL", "o4-mini")),
-        api_key=_setting("OPENAI_API_KEY", ""),
-        base_url=_setting("OPENAI_BASE_URL", None),
-        timeout_s=float(_setting("JUDGE_TIMEOUT_S", 120.0)),
-        max_retries=int(_setting("JUDGE_MAX_RETRIES", 4)),
-        json_mode=bool(cfg.get("json_mode", _setting("JUDGE_JSON_MODE", False))),
-        backoff_base_s=float(_setting("JUDGE_BACKOFF_BASE_S", 1.0)),
-        backoff_max_s=float(_setting("JUDGE_BACKOFF_MAX_S", 30.0)),
-    )
 
 
 def make_run_judge(run: EvaluationRun, *, recorder: LedgerRecorder) -> AuditJudge:
     return make_judge(
         parse_judge_spec(run.judge),
-        llm=_llm_config(run),
+        llm=llm_config_for_run(run),
         cache=DbJudgeCache(),
         record=recorder,
         concurrency=int(_setting("JUDGE_CONCURRENCY", 4)),
@@ -181,6 +173,9 @@ async def _run_jobs(
         await save_repo(run, job, match)
 
     try:
+        if isinstance(judge, OpenAIAuditJudge):
+            # In the run's loop, before any verdict: which format and options the server takes.
+            await llm_config_probe(run, client=judge.client, config=judge.config)
         await asyncio.gather(*(one(job) for job in jobs))
     finally:
         close = getattr(judge, "aclose", None)
@@ -301,14 +296,12 @@ def audit_process_run(run: EvaluationRun) -> None:
         .distinct()
         .count()
     )
-    error = ""
-    if failed:
-        waiting = max(0, total - len(judged) - failed)
-        error = f"{failed} item(s) could not be judged"
-        if waiting:
-            error += (
-                f"; {waiting} later truth finding(s) of the same repo(s) wait for them, "
-                "since truth findings are matched in order"
-            )
-        error += "; resume the run to judge them."
-    run_finish(run=run, failed_items=failed, error=error)
+    # run_finish says why they failed and what to do (resume, or which setting to change).
+    waiting = max(0, total - len(judged) - failed) if failed else 0
+    note = (
+        f"{waiting} later truth finding(s) of the same repo(s) wait for them, since truth "
+        "findings are matched in order."
+        if waiting
+        else ""
+    )
+    run_finish(run=run, failed_items=failed, failure_note=note)

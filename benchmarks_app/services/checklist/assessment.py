@@ -243,14 +243,13 @@ def _process(run: EvaluationRun, submission: ChecklistSubmission) -> None:
     failed = async_to_sync(_judge_all)(run, to_judge) if to_judge else 0
 
     if failed:
+        # The run's error says why the answers failed and whether resuming helps.
+        run = run_finish(run=run, failed_items=failed)
         ChecklistSubmission.objects.filter(pk=submission.pk).update(
             status=SubmissionStatus.FAILED,
             # Still an accepted entry: it keeps its quota slot (see counting_towards_quota).
-            error=f"{failed} answer(s) could not be assessed by the judge; "
-            "the run can be resumed to retry them. The submission still counts towards the "
-            "team's quota.",
+            error=f"{run.error} The submission still counts towards the team's quota."[:2000],
         )
-        run_finish(run=run, failed_items=failed)
         return
     scores = _score(run, submission)
     with transaction.atomic():

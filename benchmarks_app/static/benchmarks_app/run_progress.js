@@ -13,6 +13,35 @@
   function stamp(iso) {
     return iso ? iso.replace("T", " ").slice(0, 19) : "—";
   }
+  // The distinct causes of the failed items, once the run has ended with some (text only).
+  function causes(s, after) {
+    var list = s.failure_causes || [];
+    if (!list.length || !after || box.querySelector('[data-role="causes"]')) return;
+    var wrap = document.createElement("div");
+    wrap.className = "failure-causes";
+    wrap.dataset.role = "causes";
+    var head = document.createElement("h3");
+    head.textContent = "Why " + s.failed_items + " item(s) could not be judged";
+    var ul = document.createElement("ul");
+    list.forEach(function (c) {
+      var li = document.createElement("li");
+      li.dataset.kind = c.kind;
+      var what = document.createElement("strong");
+      what.textContent = c.count + " × ";
+      var kind = document.createElement("span");
+      kind.className = "badge failed";
+      kind.textContent = c.kind;
+      var message = document.createElement("code");
+      message.textContent = c.message;
+      var fix = document.createElement("span");
+      fix.className = "badge " + (c.resumable ? "running" : "failed");
+      fix.textContent = c.resumable ? "resuming helps" : "fix first";
+      li.append(what, kind, " ", message, document.createElement("br"), fix, " " + c.advice);
+      ul.appendChild(li);
+    });
+    wrap.append(head, ul);
+    after.insertAdjacentElement("afterend", wrap);
+  }
   function render(s) {
     var badge = set("status", s.status_label);
     if (badge) badge.className = "badge " + s.status;
@@ -33,6 +62,7 @@
     }
     var err = set("error", s.error || "");
     if (err) err.hidden = !s.error;
+    causes(s, err);
     if (!s.is_active) {
       box.dataset.active = "0";
       var live = box.querySelector('[data-role="live"]');

@@ -8,7 +8,6 @@ from typing import Any
 from scoring.audit.judges.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_user_prompt
 from scoring.audit.matching import invalid_reason
 from scoring.audit.types import AuditVerdict, ScanItem, TruthItem
-from scoring.judges import failures
 from scoring.judges.consensus import VoteFailed
 from scoring.judges.llm import (
     ContextOverflow,
@@ -70,9 +69,9 @@ class OpenAIAuditJudge:
             return await self._ask(truth, batch, vote_number)
         except ContextOverflow as overflow:
             if len(batch) <= 1:
+                # The advice (which setting to change) is added where causes are summarized.
                 raise VoteFailed(
-                    f"{overflow.reason}; even one scan finding does not fit the server's "
-                    "context: " + failures.ADVICE[failures.CONTEXT]
+                    f"{overflow.reason}; even one scan finding does not fit the server's context"
                 ) from overflow
         self.splits += 1
         middle = len(batch) // 2

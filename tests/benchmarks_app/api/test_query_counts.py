@@ -96,3 +96,31 @@ def test_repo_detail_query_count_does_not_grow_with_findings(api, django_assert_
     with django_assert_num_queries(small):
         response = api.get(f"/api/audit/repos/{repo.pk}/")
     assert len(response.json()["truth_findings"]) == 22
+
+
+def test_run_detail_query_count_does_not_grow_with_failed_items(api, django_assert_num_queries):
+    from benchmarks_app.models import AuditTruthResult, MatchOutcome
+    from scoring.judges import failures
+
+    run = RunFactory.create(status=RunStatus.FAILED)
+    repo = RepoFactory.create()
+
+    def fail(n: int) -> None:
+        for truth in TruthFindingFactory.create_batch(n, repo=repo):
+            AuditTruthResult.objects.create(
+                run=run,
+                repo=repo,
+                truth_finding=truth,
+                outcome=MatchOutcome.JUDGE_FAILED,
+                votes=[{"error": failures.tag(failures.CONTEXT, f"too long {truth.pk}")}],
+            )
+        run.failed_items = AuditTruthResult.objects.filter(run=run).count()
+        run.save(update_fields=["failed_items"])
+
+    fail(2)
+    small = count_queries(lambda: api.get(f"/api/runs/{run.pk}/"))
+    fail(10)
+    with django_assert_num_queries(small):
+        response = api.get(f"/api/runs/{run.pk}/")
+    causes = response.json()["failure_causes"]
+    assert sum(c["count"] for c in causes) == 12 and {c["kind"] for c in causes} == {"context"}

@@ -92,7 +92,9 @@ def test_one_finding_that_does_not_fit_fails_the_vote_naming_what_to_change() ->
     reason = excinfo.value.reason
     assert failures.kind_of(reason) == failures.CONTEXT
     assert "prompt 1,000 tokens, context 2,500" in reason
-    assert "JUDGE_MAX_ANSWER_TOKENS" in reason
+    assert "even one scan finding does not fit" in reason
+    (cause,) = failures.summarize([reason])
+    assert "JUDGE_MAX_ANSWER_TOKENS" in cause.advice and not cause.resumable
 
 
 def test_best_of_prefers_match_then_partial_then_the_first() -> None:
