@@ -12,6 +12,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
 
 from benchmarks_app.api import shared
+from benchmarks_app.api.checklist_extract import ChecklistExtractView
 
 app_name = "api"
 urlpatterns = [
@@ -25,5 +26,6 @@ urlpatterns = [
     path("submissions/", shared.OwnSubmissionListView.as_view(), name="submission-list"),
     path("audit/", include("benchmarks_app.api.audit")),
     path("probes/", include("benchmarks_app.api.probes")),
+    path("checklist/extract/", ChecklistExtractView.as_view(), name="checklist-extract"),
     path("checklist/", include("benchmarks_app.api.checklist")),
 ]

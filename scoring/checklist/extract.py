@@ -1,8 +1,20 @@
 """Extract the NeurIPS checklist (15 answers and justifications) and the paper body.
 
 Sources: PDF (via pypdf), LaTeX (.tex), or a .zip of LaTeX sources with a main .tex whose
-``\\input``/``\\include`` files are inlined. The body (the text before the checklist) is what
-the judge reads; it is capped at ``word_cap`` words and the result says so.
+``\\input``/``\\include`` files are inlined. The body (the text before the checklist, and any
+appendix after it) is what the judge reads; it is capped at ``word_cap`` words and the result
+says so.
+
+Every question gets a finding (answer, justification, page, or why it is missing), so one
+question lost to a PDF's layout does not hide the other fourteen. ``strict=True`` (what a
+submission needs) turns an incomplete checklist into an ExtractionError that names every
+missing question; the previews (``extract_checklist``, ``POST /api/checklist/extract/``) pass
+``strict=False`` and show the findings as they are.
+
+Module map: :mod:`~scoring.checklist.findings` (results and errors),
+:mod:`~scoring.checklist.pdf_text` (a PDF's text layer cleaned of line numbers, headers and
+ligatures), :mod:`~scoring.checklist.segment` (questions in plain text),
+:mod:`~scoring.checklist.latex` (LaTeX sources).
 """
 
 from __future__ import annotations
@@ -10,371 +22,98 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from scoring.checklist.normalize import Answer, AnswerNotRecognized, normalize_answer
-from scoring.checklist.questions import QUESTION_NUMBERS, QUESTION_TITLES, label
+from scoring.checklist.findings import (
+    CHECKLIST_HEADING,
+    ExtractedAnswer,
+    ExtractedPaper,
+    ExtractionError,
+    cap_words,
+)
+from scoring.checklist.latex import DEFAULT_WORD_CAP, extract_latex
+from scoring.checklist.pdf_text import clean_pages, join_hyphenated
+from scoring.checklist.segment import checklist_start, parse_checklist_text, read_checklist_text
 
-DEFAULT_WORD_CAP = 15000
 # A zip is refused beyond this uncompressed size (zip bombs) or member count.
 ZIP_MAX_UNCOMPRESSED = 50 * 1024 * 1024
 ZIP_MAX_MEMBERS = 2000
-CHECKLIST_HEADING = "NeurIPS Paper Checklist"
+# Text after the checklist shorter than this is a page footer, not an appendix.
+MIN_APPENDIX_WORDS = 30
+
+__all__ = [
+    "CHECKLIST_HEADING",
+    "DEFAULT_WORD_CAP",
+    "ExtractedAnswer",
+    "ExtractedPaper",
+    "ExtractionError",
+    "cap_words",
+    "extract_latex",
+    "extract_paper",
+    "extract_pdf",
+    "extract_zip",
+    "parse_checklist_text",
+    "source_format_for",
+]
 
 
-class ExtractionError(ValueError):
-    """The checklist could not be read; ``question`` names the question when one failed."""
-
-    def __init__(self, message: str, *, question: int | None = None, file: str = "") -> None:
-        self.question = question
-        self.file = file
-        prefix = f"{file}: " if file else ""
-        where = f"{label(question)}: " if question else ""
-        super().__init__(f"{prefix}{where}{message}")
-        self.detail = message
-
-
-@dataclass(frozen=True)
-class ExtractedAnswer:
-    number: int
-    title: str
-    answer: Answer
-    raw_answer: str
-    justification: str
-
-
-@dataclass
-class ExtractedPaper:
-    answers: list[ExtractedAnswer]
-    body: str
-    body_words: int
-    body_truncated: bool
-    source_format: str  # pdf | tex | zip
-    title: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "answers": [
-                {
-                    "number": a.number,
-                    "title": a.title,
-                    "answer": a.answer,
-                    "justification": a.justification,
-                }
-                for a in self.answers
-            ],
-            "body_words": self.body_words,
-            "body_truncated": self.body_truncated,
-            "title": self.title,
-            "source_format": self.source_format,
-        }
-
-
-def cap_words(text: str, cap: int) -> tuple[str, int, bool]:
-    """Keep the first ``cap`` words (whitespace kept as is); returns text, words, truncated."""
-    words = list(re.finditer(r"\S+", text))
-    if len(words) <= cap:
-        return text.strip(), len(words), False
-    end = words[cap - 1].end()
-    return text[:end].strip(), cap, True
-
-
-# --- checklist segmentation (shared by PDF and LaTeX once both are plain text) --------------
-
-_ANSWER_RE = re.compile(r"Answer\s*:\s*(\[[^\]\n]*\]|[^\n]*)", re.IGNORECASE)
-_JUSTIFICATION_RE = re.compile(r"Justification\s*:", re.IGNORECASE)
-_GUIDELINES_RE = re.compile(r"Guidelines\s*:", re.IGNORECASE)
-# A page number alone on a line, left between a question's lines by PDF text extraction.
-_PAGE_NUMBER_LINE = re.compile(r"(?m)^\s*\d{1,3}\s*$\n?")
-
-
-def _clean_inline(text: str) -> str:
-    text = _PAGE_NUMBER_LINE.sub("", text)
-    # Words hyphenated at a line end ("Experi-\nments") are joined again.
-    text = re.sub(r"(\w)-\n(\w)", r"\1\2", text)
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def _find_question_starts(region: str) -> dict[int, int]:
-    """Offsets of "N. Title" headings, found in order so that numbered guideline lines do not
-    match out of sequence."""
-    starts: dict[int, int] = {}
-    pos = 0
-    for number in QUESTION_NUMBERS:
-        m = re.compile(rf"(?m)^\s*{number}\.\s+\S").search(region, pos)
-        if m is None:
-            continue
-        starts[number] = m.start()
-        pos = m.end()
-    return starts
-
-
-def parse_checklist_text(region: str, *, file: str = "") -> list[ExtractedAnswer]:
-    """Parse the checklist region (plain text starting at the checklist heading)."""
-    starts = _find_question_starts(region)
-    missing = [n for n in QUESTION_NUMBERS if n not in starts]
-    if missing:
-        found = ", ".join(str(n) for n in sorted(starts)) or "none"
-        raise ExtractionError(
-            f"not found in the checklist (questions found: {found})",
-            question=missing[0],
-            file=file,
-        )
-    ordered = sorted(starts.items(), key=lambda kv: kv[1])
-    answers: list[ExtractedAnswer] = []
-    for i, (number, start) in enumerate(ordered):
-        end = ordered[i + 1][1] if i + 1 < len(ordered) else len(region)
-        answers.append(_parse_question(number, region[start:end], file=file))
-    return answers
-
-
-def _parse_question(number: int, segment: str, *, file: str) -> ExtractedAnswer:
-    answer_match = _ANSWER_RE.search(segment)
-    raw = answer_match.group(1).strip() if answer_match else ""
-    if raw and not raw.startswith("["):
-        # "Answer: Yes Justification: ..." on one line: keep the first word only.
-        raw = raw.split("Justification")[0].strip()
+def _pdf_title(reader: object, body: str) -> str:
     try:
-        answer = normalize_answer(raw)
-    except AnswerNotRecognized as exc:
-        raise ExtractionError(str(exc), question=number, file=file) from exc
-    justification = ""
-    j = _JUSTIFICATION_RE.search(segment)
-    if j:
-        rest = segment[j.end() :]
-        g = _GUIDELINES_RE.search(rest)
-        justification = _clean_inline(rest[: g.start()] if g else rest)
-        if re.fullmatch(r"\\?justificationTODO(\{\})?|TODO|\[TODO\]", justification, re.I):
-            justification = ""
-    return ExtractedAnswer(
-        number=number,
-        title=QUESTION_TITLES[number],
-        answer=answer,
-        raw_answer=raw[:100],
-        justification=justification,
-    )
+        meta = getattr(reader, "metadata", None)
+        title = str((meta.title if meta else None) or "").strip()
+    except Exception:  # metadata is optional and sometimes malformed
+        title = ""
+    if not title:
+        title = next((ln.strip() for ln in body.splitlines() if len(ln.strip()) > 8), "")
+    return title[:500]
 
 
-# --- PDF -----------------------------------------------------------------------------------
-
-
-def extract_pdf(data: bytes, *, word_cap: int = DEFAULT_WORD_CAP, file: str = "") -> ExtractedPaper:
+def extract_pdf(
+    data: bytes, *, word_cap: int = DEFAULT_WORD_CAP, file: str = "", strict: bool = True
+) -> ExtractedPaper:
+    """The checklist and body of a PDF. Pages are cleaned (line numbers, headers, footers,
+    ligatures) before the checklist is looked for; each question's page is reported."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
+        raw_pages = [page.extract_text() or "" for page in reader.pages]
     except (PyPdfError, ValueError, KeyError, TypeError) as exc:
         raise ExtractionError(f"not a readable PDF ({exc})", file=file) from exc
-    text = "\n".join(pages)
-    start = _checklist_start(text)
+    clean = clean_pages(raw_pages)
+    text = clean.text
+    start = checklist_start(text)
     if start is None:
         raise ExtractionError(
             f"no '{CHECKLIST_HEADING}' section found (is the checklist included?)", file=file
         )
-    answers = parse_checklist_text(text[start:], file=file)
-    body, words, truncated = cap_words(text[:start], word_cap)
-    title = ""
-    try:
-        meta_title = reader.metadata.title if reader.metadata else None
-        title = str(meta_title or "").strip()
-    except Exception:  # metadata is optional and sometimes malformed
-        title = ""
-    if not title:
-        title = next((ln.strip() for ln in body.splitlines() if len(ln.strip()) > 8), "")
-    return ExtractedPaper(answers, body, words, truncated, "pdf", title=title[:500])
-
-
-def _checklist_start(text: str) -> int | None:
-    """The heading that the numbered questions follow (a table of contents may name it too)."""
-    best = None
-    for m in re.finditer(re.escape(CHECKLIST_HEADING), text, re.IGNORECASE):
-        if re.search(r"(?m)^\s*1\.\s+\S", text[m.end() : m.end() + 400]):
-            best = m.start()
-    return best
-
-
-# --- LaTeX ---------------------------------------------------------------------------------
-
-_ANSWER_MACRO_RE = re.compile(r"\\answer(Yes|No|NA|TODO)\s*(\{\s*\})?")
-
-
-def _strip_comments(tex: str) -> str:
-    return re.sub(r"(?<!\\)%[^\n]*", "", tex)
-
-
-def _inline_inputs(tex: str, files: dict[str, str], depth: int = 0) -> str:
-    if depth > 10 or not files:
-        return tex
-
-    def repl(m: re.Match[str]) -> str:
-        name = m.group(2).strip()
-        for candidate in (name, f"{name}.tex"):
-            key = str(PurePosixPath(candidate))
-            for path, content in files.items():
-                if path == key or path.endswith("/" + key):
-                    return _inline_inputs(_strip_comments(content), files, depth + 1)
-        return m.group(0)
-
-    return re.sub(r"\\(input|include)\s*\{([^}]*)\}", repl, tex)
-
-
-def _latex_title(tex: str) -> str:
-    m = re.search(r"\\title\s*(?:\[[^\]]*\])?\s*\{", tex)
-    if not m:
-        return ""
-    depth, i = 1, m.end()
-    while i < len(tex) and depth:
-        depth += {"{": 1, "}": -1}.get(tex[i], 0)
-        i += 1
-    return _latex_to_text(tex[m.end() : i - 1], {}).strip()
-
-
-def _section_numbers(tex: str) -> tuple[str, dict[str, str]]:
-    """Number \\section/\\subsection as LaTeX would (letters after \\appendix) and resolve
-    \\label names, so that "Section 3.2" in a justification can be checked against the body."""
-    labels: dict[str, str] = {}
-    counters = [0, 0, 0]
-    appendix = False
-    current = ""
-    out: list[str] = []
-    pattern = re.compile(
-        r"\\appendix\b|\\(section|subsection|subsubsection)(\*?)\s*(?:\[[^\]]*\])?\s*\{([^}]*)\}"
-        r"|\\label\s*\{([^}]*)\}"
+    answers, end = read_checklist_text(text[start:], page_at=lambda o: clean.page_at(start + o))
+    notes = list(clean.notes)
+    body_text = text[:start]
+    after = text[start + end :]
+    if len(after.split()) >= MIN_APPENDIX_WORDS:
+        body_text = f"{body_text}\n{after}"
+        notes.append(f"{len(after.split())} words after the checklist read as part of the body")
+    body, words, truncated = cap_words(join_hyphenated(body_text), word_cap)
+    paper = ExtractedPaper(
+        answers,
+        body,
+        words,
+        truncated,
+        "pdf",
+        title=_pdf_title(reader, body),
+        notes=notes,
+        pages=len(raw_pages),
     )
-    pos = 0
-    for m in pattern.finditer(tex):
-        out.append(tex[pos : m.start()])
-        pos = m.end()
-        if m.group(0).startswith("\\appendix"):
-            appendix = True
-            counters = [0, 0, 0]
-            continue
-        if m.group(4) is not None:
-            labels[m.group(4).strip()] = current
-            continue
-        level = {"section": 0, "subsection": 1, "subsubsection": 2}[m.group(1)]
-        title = m.group(3).strip()
-        if m.group(2):
-            out.append(f"\n\n{title}\n")
-            continue
-        counters[level] += 1
-        for deeper in range(level + 1, 3):
-            counters[deeper] = 0
-        first = chr(ord("A") + counters[0] - 1) if appendix else str(counters[0])
-        current = ".".join([first, *(str(c) for c in counters[1 : level + 1])])
-        out.append(f"\n\n{current} {title}\n")
-    out.append(tex[pos:])
-    return "".join(out), labels
+    if strict:
+        paper.require_complete(file=file)
+    return paper
 
 
-def _latex_to_text(tex: str, labels: dict[str, str]) -> str:
-    text = re.sub(
-        r"\\(?:eq|auto|c|C)?ref\s*\{([^}]*)\}", lambda m: labels.get(m.group(1), "?"), tex
-    )
-    text = re.sub(r"\\(?:cite\w*|bibliography\w*|usepackage)\s*(\[[^\]]*\])?\{[^}]*\}", "", text)
-    text = re.sub(
-        r"\\begin\{(?:figure|table)\*?\}.*?\\end\{(?:figure|table)\*?\}", " ", text, flags=re.S
-    )
-    text = re.sub(r"\\(begin|end)\s*\{[^}]*\}(\{[^}]*\})?", "\n", text)
-    text = re.sub(r"\\item\s*\[\]\s*", "\n", text)
-    text = re.sub(r"\\item\b\s*", "\n• ", text)
-    text = re.sub(r"\\url\s*\{([^}]*)\}", r"\1", text)
-    text = re.sub(r"\\href\s*\{([^}]*)\}\s*\{([^}]*)\}", r"\2 (\1)", text)
-    # Formatting commands keep their argument; other commands vanish.
-    for _ in range(3):
-        text = re.sub(r"\\[a-zA-Z]+\*?\s*(?:\[[^\]]*\])?\s*\{([^{}]*)\}", r"\1", text)
-    text = re.sub(r"\{\\(?:bf|it|em|sc|tt)\s+([^{}]*)\}", r"\1", text)
-    text = re.sub(r"\\\\", "\n", text)
-    text = re.sub(r"\\[a-zA-Z]+\*?", "", text)
-    text = text.replace("~", " ").replace("{", "").replace("}", "")
-    text = re.sub(r"\\([%&$#_])", r"\1", text)
-    text = re.sub(r"[ \t]+", " ", text)
-    return re.sub(r"\n\s*\n\s*\n+", "\n\n", text)
-
-
-def _latex_checklist_region(tex: str) -> int | None:
-    m = None
-    for candidate in re.finditer(r"NeurIPS\s+Paper\s+Checklist", tex, re.IGNORECASE):
-        m = candidate
-    if m is None:
-        return None
-    # Start at the \section*{...} that carries the heading when there is one.
-    sec = tex.rfind("\\section", 0, m.start())
-    return sec if sec != -1 and m.start() - sec < 40 else m.start()
-
-
-def _latex_questions(
-    region: str, *, file: str, labels: dict[str, str] | None = None
-) -> list[ExtractedAnswer]:
-    """Questions in the template are ``\\item {\\bf Title}`` followed by ``\\item[]`` lines."""
-    heads = list(re.finditer(r"\\item\s*(?:\{\\bf\s+([^}]*)\}|\\textbf\s*\{([^}]*)\})", region))
-    if len(heads) < len(QUESTION_NUMBERS):
-        # Fall back to numbered plain text ("1. Claims") for hand-written checklists.
-        return parse_checklist_text(_latex_to_text(region, {}), file=file)
-    answers: list[ExtractedAnswer] = []
-    for i, number in enumerate(QUESTION_NUMBERS):
-        start = heads[i].end()
-        end = heads[i + 1].start() if i + 1 < len(heads) else len(region)
-        segment = region[start:end]
-        macro = _ANSWER_MACRO_RE.search(segment)
-        if macro:
-            raw = f"\\answer{macro.group(1)}{{}}"
-            answer = normalize_answer(macro.group(1))
-        else:
-            m = re.search(r"Answer\s*:\s*([^\n\\]*)", segment)
-            raw = m.group(1).strip() if m else ""
-            try:
-                answer = normalize_answer(raw)
-            except AnswerNotRecognized as exc:
-                raise ExtractionError(str(exc), question=number, file=file) from exc
-        justification = ""
-        j = re.search(r"Justification\s*:", segment)
-        if j:
-            rest = segment[j.end() :]
-            g = re.search(r"\\item\s*\[\]\s*Guidelines|Guidelines\s*:", rest)
-            chunk = rest[: g.start()] if g else rest
-            if not re.search(r"\\justificationTODO", chunk):
-                justification = _clean_inline(_latex_to_text(chunk, labels or {}))
-        answers.append(
-            ExtractedAnswer(number, QUESTION_TITLES[number], answer, raw[:100], justification)
-        )
-    return answers
-
-
-def extract_latex(
-    tex: str,
-    *,
-    files: dict[str, str] | None = None,
-    word_cap: int = DEFAULT_WORD_CAP,
-    file: str = "",
-    source_format: str = "tex",
+def extract_zip(
+    data: bytes, *, word_cap: int = DEFAULT_WORD_CAP, file: str = "", strict: bool = True
 ) -> ExtractedPaper:
-    tex = _inline_inputs(_strip_comments(tex), files or {})
-    start = _latex_checklist_region(tex)
-    if start is None:
-        hint = (
-            " (the main file \\input's other files: upload the sources as a .zip)"
-            if re.search(r"\\(input|include)\s*\{", tex) and not files
-            else ""
-        )
-        raise ExtractionError(f"no '{CHECKLIST_HEADING}' section found{hint}", file=file)
-    body_tex = tex[:start]
-    begin = body_tex.find("\\begin{document}")
-    title = _latex_title(body_tex)
-    if begin != -1:
-        body_tex = body_tex[begin + len("\\begin{document}") :]
-    numbered, labels = _section_numbers(body_tex)
-    answers = _latex_questions(tex[start:], file=file, labels=labels)
-    body_text = _latex_to_text(numbered, labels)
-    body, words, truncated = cap_words(body_text, word_cap)
-    return ExtractedPaper(answers, body, words, truncated, source_format, title=title[:500])
-
-
-def extract_zip(data: bytes, *, word_cap: int = DEFAULT_WORD_CAP, file: str = "") -> ExtractedPaper:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as exc:
@@ -399,9 +138,12 @@ def extract_zip(data: bytes, *, word_cap: int = DEFAULT_WORD_CAP, file: str = ""
         )
     # Prefer the shallowest main file, then one named main.tex.
     mains.sort(key=lambda p: (p.count("/"), PurePosixPath(p).name != "main.tex", p))
-    return extract_latex(
+    paper = extract_latex(
         sources[mains[0]], files=sources, word_cap=word_cap, file=file, source_format="zip"
     )
+    if strict:
+        paper.require_complete(file=file)
+    return paper
 
 
 def source_format_for(filename: str) -> str:
@@ -416,19 +158,24 @@ def source_format_for(filename: str) -> str:
 
 
 def extract_paper(
-    data: bytes, filename: str, *, word_cap: int = DEFAULT_WORD_CAP
+    data: bytes, filename: str, *, word_cap: int = DEFAULT_WORD_CAP, strict: bool = True
 ) -> ExtractedPaper:
-    """Dispatch on the file name's extension (the content is checked by each reader)."""
+    """Dispatch on the file name's extension (the content is checked by each reader).
+
+    ``strict`` raises ExtractionError unless all 15 questions were read (see module doc)."""
     fmt = source_format_for(filename)
     name = PurePosixPath(filename).name
     if fmt == "pdf":
         if not data.startswith(b"%PDF"):
             raise ExtractionError("is not a PDF file (no %PDF header)", file=name)
-        return extract_pdf(data, word_cap=word_cap, file=name)
+        return extract_pdf(data, word_cap=word_cap, file=name, strict=strict)
     if fmt == "zip":
-        return extract_zip(data, word_cap=word_cap, file=name)
+        return extract_zip(data, word_cap=word_cap, file=name, strict=strict)
     try:
         tex = data.decode("utf-8")
     except UnicodeDecodeError:
         tex = data.decode("latin-1")
-    return extract_latex(tex, word_cap=word_cap, file=name)
+    paper = extract_latex(tex, word_cap=word_cap, file=name)
+    if strict:
+        paper.require_complete(file=name)
+    return paper

@@ -31,11 +31,14 @@ class PaperUpload:
         return len(self.data)
 
 
-def read_upload(upload: UploadedFile | None, field: str) -> PaperUpload | None:
-    """Read an uploaded file, refusing it before reading when it is over the size limit."""
+def read_upload(
+    upload: UploadedFile | None, field: str, *, what: str | None = None
+) -> PaperUpload | None:
+    """Read an uploaded file, refusing it before reading when it is over the size limit;
+    ``what`` names it in the message ("genuine paper" by default for field "genuine")."""
     if upload is None:
         return None
-    too_large = upload_too_large(upload.size, f"{field} paper {upload.name!r}")
+    too_large = upload_too_large(upload.size, f"{what or field + ' paper'} {upload.name!r}")
     if too_large:
         raise ChecklistSubmissionError(too_large, field=field)
     return PaperUpload(name=upload.name or field, data=upload.read())
@@ -45,22 +48,36 @@ def _word_cap() -> int:
     return int(getattr(settings, "CHECKLIST_BODY_WORD_CAP", 15000))
 
 
-def checklist_extract_upload(*, kind: str, upload: PaperUpload) -> ExtractedPaper:
-    """Size check and extraction of one file; errors name the field and the file."""
-    field = FIELD_FOR_KIND[PaperKind(kind)]
+def _extract(*, field: str, what: str, upload: PaperUpload, strict: bool) -> ExtractedPaper:
     limit = upload_max_bytes()
     if upload.size > limit:
         raise ChecklistSubmissionError(
-            f"{field} paper {upload.name!r} is {upload.size / 2**20:.1f} MB; the upload limit "
+            f"{what} {upload.name!r} is {upload.size / 2**20:.1f} MB; the upload limit "
             f"is {limit // 2**20} MB.",
             field=field,
         )
     if upload.size == 0:
-        raise ChecklistSubmissionError(f"{field} paper {upload.name!r} is empty.", field=field)
+        raise ChecklistSubmissionError(f"{what} {upload.name!r} is empty.", field=field)
     try:
-        return extract_paper(upload.data, upload.name, word_cap=_word_cap())
+        return extract_paper(upload.data, upload.name, word_cap=_word_cap(), strict=strict)
     except ExtractionError as exc:
-        raise ChecklistSubmissionError(f"{field} paper: {exc}", field=field) from exc
+        raise ChecklistSubmissionError(f"{what}: {exc}", field=field) from exc
+
+
+def checklist_extract_upload(*, kind: str, upload: PaperUpload) -> ExtractedPaper:
+    """Size check and extraction of one file; errors name the field and the file.
+
+    A submission is scored on all 15 questions, so a paper with a question missing or an
+    answer that is not Yes/No/NA is refused here, with every missing question named."""
+    field = FIELD_FOR_KIND[PaperKind(kind)]
+    return _extract(field=field, what=f"{field} paper", upload=upload, strict=True)
+
+
+def checklist_extract_preview(*, upload: PaperUpload, field: str = "file") -> ExtractedPaper:
+    """What extraction reads from a paper, per question, without storing anything or
+    counting against a quota: missing questions are findings here, not errors. A file that
+    cannot be read at all (not a PDF, no checklist section) still raises, naming ``field``."""
+    return _extract(field=field, what="paper", upload=upload, strict=False)
 
 
 def questions_by_number() -> dict[int, ChecklistQuestion]:

@@ -1,4 +1,4 @@
-# mypy: disable-error-code="arg-type,attr-defined"
+# mypy: disable-error-code="arg-type,attr-defined,misc"
 """``assess_checklist``: maintainers check a judge on a paper without a web upload."""
 
 from __future__ import annotations
