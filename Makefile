@@ -8,11 +8,12 @@ RUN := $(UV) run --frozen
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help uv venv migrate demo demo-data serve test test-postgres lint format bench remigrate clean
+.PHONY: help uv venv migrate demo demo-data serve test test-real-llm test-postgres lint format bench remigrate clean
 
 help:
 	@echo "make demo   - set up, load sample data, run all three benchmarks, serve the site"
 	@echo "make test   - run the test suite (SQLite; see .ci/run for PostgreSQL + Redis)"
+	@echo "make test-real-llm - the openai judge against llama-server with a small local model"
 	@echo "make lint   - ruff and mypy"
 	@echo "make bench  - speed benchmarks (figures and ratios)"
 
@@ -35,8 +36,18 @@ demo: demo-data
 serve: migrate
 	DEBUG=1 $(RUN) python manage.py demo_serve --host $(HOST) --port $(PORT)
 
+# The real_llm tests need a server (make test-real-llm); they skip without one anyway.
 test: venv
-	$(RUN) pytest -n 2 --dist loadfile -p no:cacheprovider
+	$(RUN) pytest -n 2 --dist loadfile -p no:cacheprovider -m "not real_llm"
+
+# The openai judge against a real OpenAI-compatible server: llama.cpp's llama-server with
+# SmolLM2-135M-Instruct on the CPU, built (first time, several minutes) and started by
+# .ci/llama_server.sh, stopped again however the tests end.
+test-real-llm: venv
+	@url=$$(bash .ci/llama_server.sh start) || exit $$?; \
+	trap 'bash .ci/llama_server.sh stop' EXIT; \
+	echo "test-real-llm: server at $$url"; \
+	REAL_LLM_BASE_URL=$$url $(RUN) pytest -p no:cacheprovider -rA -m real_llm tests/real_server
 
 lint: venv
 	$(RUN) ruff check .

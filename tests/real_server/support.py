@@ -1,0 +1,129 @@
+"""What every run against the real server must satisfy, and a summary of what it cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from benchmarks_app.models import EvaluationRun, JudgeCall
+
+BASE_URL = os.environ.get("REAL_LLM_BASE_URL", "").strip().rstrip("/")
+SKIP_REASON = (
+    "needs a real OpenAI-compatible server: run `make test-real-llm` (builds and starts "
+    "llama-server with a small model through .ci/llama_server.sh), or start one yourself and "
+    "run REAL_LLM_BASE_URL=http://HOST:PORT/v1 uv run --frozen pytest -m real_llm "
+    "tests/real_server"
+)
+# The bound every answer must respect; small, so a looping model is cut early.
+MAX_ANSWER_TOKENS = int(os.environ.get("REAL_LLM_MAX_ANSWER_TOKENS", "512"))
+ITERATIONS = int(os.environ.get("REAL_LLM_ITERATIONS", "1"))
+
+REAL_LLM = [
+    pytest.mark.real_llm,
+    pytest.mark.skipif(not BASE_URL, reason=SKIP_REASON),
+    pytest.mark.django_db,
+    # A client closed on the wrong loop (or never closed) shows up as an unraisable
+    # "Event loop is closed" from its finalizer: that fails the test too.
+    pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning"),
+]
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "real_llm"
+EVENT_LOOP_CLOSED = "Event loop is closed"
+HTTP_ERROR = re.compile(r"\bHTTP [45]\d\d\b")
+# An upper-case setting name such as JUDGE_MAX_ANSWER_TOKENS or JUDGE_MODEL.
+SETTING_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+PARSED = {"ok", "cached"}
+UNPARSED = {"invalid", "truncated"}
+
+
+def summarize(run: EvaluationRun, **extra: Any) -> dict[str, Any]:
+    """Figures of one run for the log and artifacts/real_llm/: calls, tokens, latency."""
+    calls = list(JudgeCall.objects.filter(run=run))
+    latencies = sorted(c.latency_ms for c in calls if c.status != "cached")
+    started, finished = run.started_at, run.finished_at
+    return {
+        "run": run.pk,
+        "benchmark": run.benchmark,
+        "judge": run.judge,
+        "status": run.status,
+        "error": run.error,
+        "failed_items": run.failed_items,
+        "progress": f"{run.progress_done}/{run.progress_total}",
+        "seconds": (finished - started).total_seconds() if started and finished else None,
+        "calls": len(calls),
+        "calls_by_status": dict(Counter(c.status for c in calls)),
+        "tokens_in": sum(c.tokens_in for c in calls),
+        "tokens_out": sum(c.tokens_out for c in calls),
+        "max_tokens_out": max((c.tokens_out for c in calls), default=0),
+        "latency_ms_p50": statistics.median(latencies) if latencies else None,
+        "latency_ms_max": latencies[-1] if latencies else None,
+        "errors": sorted({c.error[:300] for c in calls if c.error})[:20],
+        **extra,
+    }
+
+
+def report(name: str, summary: dict[str, Any]) -> None:
+    """Print the summary (shown by -rA) and keep it under artifacts/real_llm/NAME.json."""
+    text = json.dumps(summary, indent=2, default=str)
+    print(f"{name}: {text}")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / f"{name}.json").write_text(text + "\n")
+
+
+def problems(run: EvaluationRun, texts: Iterable[str], log_text: str = "") -> dict[str, list[str]]:
+    """Everything wrong with a finished run, by check; empty lists when all is well."""
+    bound = int(settings.JUDGE_MAX_ANSWER_TOKENS)
+    found: dict[str, list[str]] = {
+        "http_error": [],
+        "event_loop_closed": [],
+        "answer_over_bound": [],
+        "unparsed_without_reason": [],
+        "unknown_status": [],
+        "run_outcome": [],
+    }
+    for c in JudgeCall.objects.filter(run=run).order_by("pk"):
+        where = f"call #{c.pk} (vote {c.vote_number}, attempt {c.attempt}, {c.status})"
+        if c.status == "error" and HTTP_ERROR.search(c.error):
+            found["http_error"].append(f"{where}: {c.error[:300]}")
+        if EVENT_LOOP_CLOSED in c.error:
+            found["event_loop_closed"].append(f"{where}: {c.error[:300]}")
+        if c.tokens_out > bound:
+            found["answer_over_bound"].append(f"{where}: {c.tokens_out} tokens > {bound}")
+        if c.status in UNPARSED and not c.error.strip():
+            found["unparsed_without_reason"].append(where)
+        if c.status not in PARSED | UNPARSED | {"error"}:
+            found["unknown_status"].append(where)
+    for text in [run.error, log_text, *texts]:
+        if text and EVENT_LOOP_CLOSED in text:
+            found["event_loop_closed"].append(text[:300])
+    if run.status == "failed":
+        error = run.error.strip()
+        if not error:
+            found["run_outcome"].append("failed with no error")
+        elif "\n" in error:
+            found["run_outcome"].append(f"error is not one line: {error[:500]!r}")
+        elif not (SETTING_NAME.search(error) or "resume" in error.lower()):
+            found["run_outcome"].append(
+                f"error names no setting to change and no resume: {error[:500]!r}"
+            )
+    elif run.status != "succeeded":
+        found["run_outcome"].append(f"run ended {run.status!r}: {run.error[:300]!r}")
+    return found
+
+
+def assert_no_problems(run: EvaluationRun, texts: Iterable[str], log_text: str = "") -> None:
+    found = problems(run, texts, log_text)
+    failing = {k: v for k, v in found.items() if v}
+    message = "\n".join(
+        f"{check} ({len(items)}):\n  " + "\n  ".join(items[:10]) for check, items in failing.items()
+    )
+    assert not failing, f"run #{run.pk} {run.status}: {run.error[:500]}\n{message}"
