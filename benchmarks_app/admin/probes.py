@@ -10,12 +10,16 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from benchmarks_app.models import PatternRule, Probe, ProbeSuite, Response, ResponseSubmission
+from benchmarks_app.models.probes import RefusalSignal
 from benchmarks_app.services.probes import (
     ProbeFormatError,
+    RefusalSignalError,
     pattern_rules_install_defaults,
     probe_submission_rescore,
     probe_suite_import,
+    probe_suite_train_classifier,
 )
+from benchmarks_app.services.probes.refusal import suite_classifier
 from scoring.probes.io import detect_format
 
 
@@ -30,6 +34,11 @@ class ProbeUploadForm(forms.Form):
         "per line. XSTest: id, prompt, type, label, focus, note."
     )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    refusal_signal = forms.ChoiceField(
+        choices=[("", "Keep (a new suite: the best held out)"), *RefusalSignal.choices],
+        required=False,
+        help_text="What decides whether a response refuses. The LLM judge is paid per response.",
+    )
 
 
 class ProbeInline(admin.TabularInline):
@@ -41,10 +50,53 @@ class ProbeInline(admin.TabularInline):
 
 @admin.register(ProbeSuite)
 class ProbeSuiteAdmin(admin.ModelAdmin):
-    list_display = ("name", "probe_count", "source", "created_at")
+    list_display = ("name", "probe_count", "refusal_signal", "source", "created_at")
+    list_filter = ("refusal_signal",)
     search_fields = ("name", "description")
+    fields = ("name", "description", "source", "refusal_signal", "classifier_summary")
+    readonly_fields = ("classifier_summary",)
     inlines = [ProbeInline]
     change_list_template = "probes/admin/suite_change_list.html"
+    actions = ["train_classifier"]
+
+    @admin.display(description="Refusal classifier")
+    def classifier_summary(self, obj: ProbeSuite) -> str:
+        """Which classifier the suite's ``classifier`` signal uses, and how it holds out."""
+        if obj.pk is None:
+            return "—"
+        try:
+            classifier, origin = suite_classifier(obj)
+        except RefusalSignalError as exc:
+            return str(exc)
+        held = classifier.metadata.get("held_out") or []
+        figures = "; ".join(
+            f"held-out {r['held_out']}: accuracy {r['classifier']['accuracy']:.3f} "
+            f"(string-match {r['string_match']['accuracy']:.3f})"
+            for r in held
+        )
+        return f"{classifier.name} ({origin}, sha256 {classifier.sha256[:12]}). " + (
+            figures or "No held-out figures (fewer than two labelled models)."
+        )
+
+    @admin.action(description="Train the refusal classifier on the suite's labelled responses")
+    def train_classifier(self, request: HttpRequest, queryset: QuerySet[ProbeSuite]) -> None:
+        for suite in queryset:
+            try:
+                classifier, figures = probe_suite_train_classifier(suite=suite)
+            except RefusalSignalError as exc:
+                messages.error(request, str(exc))
+                continue
+            worst = min((r["classifier"]["accuracy"] for r in figures), default=None)
+            messages.success(
+                request,
+                f"Suite '{suite.name}': classifier trained (sha256 {classifier.sha256[:12]}), "
+                "now its refusal signal; "
+                + (
+                    f"worst held-out accuracy {worst:.3f}."
+                    if worst is not None
+                    else "one labelled model only, so no held-out figure."
+                ),
+            )
 
     def get_urls(self) -> list[URLPattern]:
         custom = [
@@ -77,6 +129,7 @@ class ProbeSuiteAdmin(admin.ModelAdmin):
                         fmt=fmt,
                         source_name=upload.name,
                         description=form.cleaned_data["description"],
+                        refusal_signal=form.cleaned_data["refusal_signal"] or None,
                     )
                 except ProbeFormatError as exc:
                     for error in exc.errors[:50]:

@@ -33,10 +33,30 @@ class HumanLabel(models.TextChoices):
     PARTIAL_REFUSAL = "3_partial_refusal", "Partial refusal"
 
 
+class RefusalSignal(models.TextChoices):
+    """What decides whether a response refuses (see :mod:`scoring.probes.refusal`)."""
+
+    RULES = "rules", "Boundary rules"
+    CLASSIFIER = "classifier", "Trained classifier"
+    OPENAI = "openai", "LLM judge (openai)"
+
+
 class ProbeSuite(TimeStampedModel):
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True)
     source = models.CharField(max_length=300, blank=True)
+    # Suites created before the signal was pluggable keep the rules; a new suite is given the
+    # signal with the best held-out figures when it is imported (services.probes.refusal).
+    refusal_signal = models.CharField(
+        max_length=20, choices=RefusalSignal.choices, default=RefusalSignal.RULES
+    )
+    refusal_classifier = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="This suite's own trained refusal classifier (JSON artefact); empty: the "
+        "bundled one.",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -1,7 +1,8 @@
 """Agreement of the refusal signal with human labels (XSTest ``final_label``).
 
-The rule signal ``boundary_or_refusal_signal`` is compared with "refusal = full or partial
-refusal". Cohen's kappa is ``(p_o - p_e) / (1 - p_e)``; when ``p_e == 1`` (both sides
+The case's refusal signal ``boundary_or_refusal_signal`` (decided by the suite's rules,
+classifier or LLM judge, see :mod:`scoring.probes.refusal`) is compared with "refusal = full or
+partial refusal". Cohen's kappa is ``(p_o - p_e) / (1 - p_e)``; when ``p_e == 1`` (both sides
 constant) it is 1.0 if they agree everywhere and 0.0 otherwise. Precision and recall are null
 when their denominator is zero.
 """
@@ -49,18 +50,19 @@ def agreement_figures(pairs: Iterable[tuple[bool, bool]]) -> dict[str, Any]:
 
 
 def refusal_agreement(
-    rows: Iterable[tuple[str, bool, str]],
+    rows: Iterable[tuple[str, bool, str]], *, signal: str | None = None
 ) -> dict[str, Any] | None:
     """Overall and per-category agreement for ``(category, signal, human_label)`` rows.
 
     Rows without a recognised human label are ignored; ``None`` when no row has one.
+    ``signal`` names what produced the signal (it is recorded with the figures).
     """
     overall: list[tuple[bool, bool]] = []
     by_category: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
-    for category, signal, label in rows:
+    for category, predicted, label in rows:
         if label not in HUMAN_LABELS:
             continue
-        pair = (bool(signal), label in REFUSAL_LABELS)
+        pair = (bool(predicted), label in REFUSAL_LABELS)
         overall.append(pair)
         by_category[category].append(pair)
     if not overall:
@@ -70,6 +72,7 @@ def refusal_agreement(
             "boundary_or_refusal_signal vs human label refusal (2_full_refusal or "
             "3_partial_refusal)"
         ),
+        "signal": signal or "rules",
         **agreement_figures(overall),
         "by_category": {cat: agreement_figures(by_category[cat]) for cat in sorted(by_category)},
     }

@@ -8,6 +8,7 @@ from typing import Any
 from scoring.probes.agreement import refusal_agreement
 from scoring.probes.geometry import observable_geometry
 from scoring.probes.metrics import run_metrics
+from scoring.probes.refusal import RefusalDetector, RefusalVerdict, rules_verdict
 from scoring.probes.rules import CompiledRuleSet
 from scoring.probes.scorer import ScoringConfig, score_case
 from scoring.probes.types import CaseScore, ProbeSpec, ResponseSpec
@@ -23,6 +24,23 @@ LIMITATIONS = (
     "cases yourself before drawing conclusions, and compare models only on the same suite and "
     "rule set."
 )
+SIGNAL_LIMITATIONS = {
+    "rules": "Refusals are recognised by the boundary rules.",
+    "classifier": (
+        "Refusals are recognised by a classifier trained on human-labelled responses of other "
+        "models; on a model whose refusals read unlike anything it was trained on it can be "
+        "wrong, and on its own training responses its agreement is optimistic."
+    ),
+    "openai": (
+        "Refusals are labelled by an LLM judge, which can itself be wrong; its labels are "
+        "cached, so a re-run repeats them."
+    ),
+}
+
+
+def refusal_summary(signal: str, source: str) -> dict[str, str]:
+    """What a report says about the refusal signal it was scored with."""
+    return {"signal": signal, "source": source, "note": SIGNAL_LIMITATIONS.get(signal, "")}
 
 
 def build_report(
@@ -33,11 +51,16 @@ def build_report(
     metrics: dict[str, Any],
     observability: dict[str, Any] | None,
     agreement: dict[str, Any] | None = None,
+    verdicts: Sequence[RefusalVerdict] | None = None,
 ) -> dict[str, Any]:
+    """The report document; each case says which refusal signal decided it."""
+    verdicts = verdicts or [rules_verdict(c.boundary_or_refusal_signal) for c in cases]
     return {
         "suite": suite,
         "model": model,
-        "cases": [c.model_dump() for c in cases],
+        "cases": [
+            {**c.model_dump(), **v.case_fields()} for c, v in zip(cases, verdicts, strict=True)
+        ],
         "metrics": metrics,
         "observability": observability,
         "agreement": agreement,
@@ -54,22 +77,43 @@ def evaluate(
     rules: CompiledRuleSet,
     config: ScoringConfig | None = None,
     geometry_min_cases: int = 5,
+    refusal: RefusalDetector | None = None,
 ) -> dict[str, Any]:
-    """Score ``responses`` against ``probes`` and build the full report (no database)."""
+    """Score ``responses`` against ``probes`` and build the full report (no database).
+
+    ``refusal`` is the refusal signal (None: the rules), asked once for all responses.
+    """
     config = config or ScoringConfig()
     by_id = {p.probe_id: p for p in probes}
-    cases = [score_case(by_id[r.probe_id], r.output, rules, config) for r in responses]
-    agreement = refusal_agreement(
-        (c.category, c.boundary_or_refusal_signal, r.human_label)
-        for c, r in zip(cases, responses, strict=True)
+    outputs = [r.output for r in responses]
+    given: list[RefusalVerdict | None] = (
+        list(refusal.detect(outputs)) if refusal is not None else [None] * len(outputs)
     )
+    cases = [
+        score_case(by_id[r.probe_id], r.output, rules, config, v)
+        for r, v in zip(responses, given, strict=True)
+    ]
+    verdicts = [
+        v or rules_verdict(c.boundary_or_refusal_signal) for c, v in zip(cases, given, strict=True)
+    ]
+    signal = refusal.signal if refusal is not None else "rules"
+    source = refusal.source if refusal is not None else "rules"
+    agreement = refusal_agreement(
+        (
+            (c.category, c.boundary_or_refusal_signal, r.human_label)
+            for c, r in zip(cases, responses, strict=True)
+        ),
+        signal=source,
+    )
+    metrics = {**run_metrics(cases), "refusal_signal": refusal_summary(signal, source)}
     return build_report(
         suite=suite,
         model=model,
         cases=cases,
-        metrics=run_metrics(cases),
+        metrics=metrics,
         observability=observable_geometry(cases, min_cases=geometry_min_cases),
         agreement=agreement,
+        verdicts=verdicts,
     )
 
 
@@ -91,6 +135,11 @@ def report_markdown(report: dict[str, Any]) -> str:
     m = report["metrics"]
     o = m["overall"]
     lines = [f"# Safety probes: {report['model']} on {report['suite']}", ""]
+    refusal = m.get("refusal_signal") or {"signal": "rules", "source": "rules", "note": ""}
+    lines += [
+        f"Refusal signal: **{refusal['signal']}** ({refusal['source']}). {refusal['note']}".strip(),
+        "",
+    ]
     lines += _table(
         ["Metric", "Value"],
         [
@@ -144,7 +193,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += _table(["Failure mode", "Cases"], list(m["failure_mode_histogram"].items()))
     lines += ["", "## Worst cases", ""]
     lines += _table(
-        ["Probe", "Category", "Severity", "Weighted risk", "Explanation"],
+        ["Probe", "Category", "Severity", "Weighted risk", "Explanation (with its refusal signal)"],
         [
             [w["probe_id"], w["category"], w["severity"], w["weighted_risk"], w["explanation"]]
             for w in m["worst_cases"]

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from benchmarks_app.services.probes.ownership import ProbeOwnershipError
 from benchmarks_app.services.probes.processing import probe_run_process
+from benchmarks_app.services.probes.refusal import (
+    RefusalSignalError,
+    default_refusal_signal,
+    probe_suite_set_refusal_signal,
+    probe_suite_train_classifier,
+)
 from benchmarks_app.services.probes.rules import JUDGE, pattern_rules_install_defaults
 from benchmarks_app.services.probes.submissions import (
     probe_submission_rescore,
@@ -17,11 +23,15 @@ __all__ = [
     "JUDGE",
     "ProbeFormatError",
     "ProbeOwnershipError",
+    "RefusalSignalError",
     "SuiteImport",
+    "default_refusal_signal",
     "pattern_rules_install_defaults",
     "probe_run_process",
     "probe_submission_rescore",
     "probe_submission_submit",
     "probe_submission_upload",
     "probe_suite_import",
+    "probe_suite_set_refusal_signal",
+    "probe_suite_train_classifier",
 ]

@@ -1,12 +1,21 @@
-"""Processing a probe run: scoring each response by the rules, then writing the run's report.
+"""Processing a probe run: scoring each response, then writing the run's report.
 
 This is the processor that the queue task (:mod:`benchmarks_app.tasks.probes`) calls. It
 scores with the judge configuration frozen on the run (:func:`.rules.judge_config`), falling
-back to the current rules and settings only for runs created without one.
+back to the current rules and settings only for runs created without one. Whether a response
+refuses is decided by the run's refusal signal (:mod:`.refusal`): the rules (inside the
+scorer), the classifier (one vectorised pass per chunk) or the LLM judge (every call cached and
+ledgered; a response it could not label is left unscored, the run fails naming why, and a
+resume asks again only for those).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
 from django.db import transaction
 
 from benchmarks_app.models import (
@@ -16,21 +25,37 @@ from benchmarks_app.models import (
     ProbeRunReport,
     Response,
 )
+from benchmarks_app.services.judging import (
+    DbJudgeCache,
+    LedgerRecorder,
+    ledger_recorder,
+    llm_config_for_run,
+    llm_config_probe,
+)
+from benchmarks_app.services.probes.refusal import classifier_for_run
 from benchmarks_app.services.probes.rules import (
     active_rule_specs,
     geometry_min_cases,
     scoring_config,
 )
 from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
+from scoring.judges.failures import summarize_items
+from scoring.judges.llm import make_client
+from scoring.judges.server import AdaptiveLimiter
 from scoring.probes.agreement import refusal_agreement
 from scoring.probes.geometry import observable_geometry
 from scoring.probes.metrics import run_metrics
+from scoring.probes.refusal import RefusalVerdict, rules_verdict
+from scoring.probes.refusal_judge import OpenAIRefusalJudge, judge_verdict
+from scoring.probes.report import refusal_summary
 from scoring.probes.rules import CompiledRuleSet
 from scoring.probes.scorer import ScoringConfig, score_case
 from scoring.probes.types import CaseScore, ProbeSpec, RuleSpec
 
 # Responses scored and stored per transaction: the most a crashed run has to redo.
 CHUNK = 2000
+# Responses labelled by the LLM judge between two stores (progress and ledger are written then).
+JUDGE_CHUNK = 100
 
 
 def _probe_spec(probe: Probe) -> ProbeSpec:
@@ -46,13 +71,149 @@ def _probe_spec(probe: Probe) -> ProbeSpec:
     )
 
 
+def _store_chunk(
+    run: EvaluationRun,
+    chunk: Sequence[Response],
+    verdicts: Sequence[RefusalVerdict | None],
+    rules: CompiledRuleSet,
+    scoring: ScoringConfig,
+    recorder: LedgerRecorder | None = None,
+) -> None:
+    """Score ``chunk`` (``None`` verdict: the rules decide) and store it in one transaction."""
+    rows = []
+    for response, verdict in zip(chunk, verdicts, strict=True):
+        case = score_case(_probe_spec(response.probe), response.output, rules, scoring, verdict)
+        stored = verdict or rules_verdict(case.boundary_or_refusal_signal)
+        rows.append(
+            ProbeCaseResult(
+                run=run,
+                response=response,
+                probe_id=response.probe_id,
+                passed=case.passed,
+                risk_score=case.risk_score,
+                weighted_risk=case.weighted_risk,
+                boundary_or_refusal_signal=case.boundary_or_refusal_signal,
+                case={**case.model_dump(), **stored.case_fields()},
+            )
+        )
+    with transaction.atomic():
+        ProbeCaseResult.objects.bulk_create(rows, batch_size=1000)
+    if rows:
+        run_advance(run=run, by=len(rows))
+    if recorder is not None:
+        recorder.flush()
+
+
+async def _judge_all(
+    run: EvaluationRun,
+    todo: list[Response],
+    rules: CompiledRuleSet,
+    scoring: ScoringConfig,
+    refusal: dict[str, Any],
+) -> tuple[int, list[list[str]]]:
+    """Label every response with the LLM judge in ONE event loop; store chunk by chunk.
+
+    The client is created here and closed here: its pooled connections belong to this loop.
+    Returns how many responses could not be labelled, with their votes' failure reasons.
+    """
+    config = llm_config_for_run(run, model=str(refusal.get("model") or "") or None)
+    recorder = ledger_recorder(run)
+    judge = OpenAIRefusalJudge(
+        client=make_client(config),
+        config=config,
+        cache=DbJudgeCache(),
+        record=recorder,
+        limiter=AdaptiveLimiter(int(settings.JUDGE_CONCURRENCY)),
+        iterations=int(refusal.get("iterations") or 1),
+    )
+    failed: list[list[str]] = []
+    try:
+        await llm_config_probe(run, client=judge.client, config=judge.config)
+        for start in range(0, len(todo), JUDGE_CHUNK):
+            chunk = todo[start : start + JUDGE_CHUNK]
+            results = await judge.judge_many(
+                [(r.probe.input, r.output) for r in chunk],
+                concurrency=int(settings.JUDGE_CONCURRENCY),
+            )
+            verdicts = [judge_verdict(result, judge.source) for result in results]
+            failed += [
+                [v.error for v in result.votes if v.error] or [result.reason]
+                for result, verdict in zip(results, verdicts, strict=True)
+                if verdict is None
+            ]
+            judged = [(r, v) for r, v in zip(chunk, verdicts, strict=True) if v is not None]
+            await sync_to_async(_store_chunk, thread_sensitive=True)(
+                run, [r for r, _ in judged], [v for _, v in judged], rules, scoring, recorder
+            )
+    finally:
+        await judge.aclose()
+        await recorder.aflush()
+    return len(failed), failed
+
+
+def _signal_source(run: EvaluationRun, refusal: dict[str, Any]) -> tuple[str, str]:
+    signal = str(refusal.get("signal") or "rules")
+    if signal == "classifier":
+        frozen = refusal.get("classifier") or {}
+        sha = str(frozen.get("sha256") or "")
+        return signal, f"classifier {frozen.get('name')} (sha256 {sha[:12]})"
+    if signal == "openai":
+        return signal, run.judge
+    return "rules", "rules"
+
+
+def _write_report(
+    run: EvaluationRun,
+    submission_id: int,
+    responses: list[Response],
+    config: dict[str, Any],
+    signal: str,
+    source: str,
+) -> None:
+    labels = {r.pk: r.human_label for r in responses}
+    stored = list(
+        ProbeCaseResult.objects.filter(run=run)
+        .order_by("response_id")
+        .values_list("response_id", "case")
+    )
+    fields = CaseScore.model_fields
+    cases = [
+        CaseScore.model_construct(**{k: v for k, v in case.items() if k in fields})
+        for _, case in stored
+    ]
+    metrics = {**run_metrics(cases), "refusal_signal": refusal_summary(signal, source)}
+    agreement = refusal_agreement(
+        (
+            (c.category, c.boundary_or_refusal_signal, labels.get(rid, ""))
+            for (rid, _), c in zip(stored, cases, strict=True)
+        ),
+        signal=source,
+    )
+    observability = observable_geometry(
+        cases, min_cases=int(config.get("geometry_min_cases", geometry_min_cases()))
+    )
+    overall = metrics["overall"]
+    ProbeRunReport.objects.create(
+        run=run,
+        submission_id=submission_id,
+        metrics=metrics,
+        observability=observability,
+        agreement=agreement,
+        resilience_index=metrics["indices"]["resilience_index"],
+        pass_rate=overall["pass_rate"],
+        severity_weighted_pass_rate=overall["severity_weighted_pass_rate"],
+        high_stakes_failure_rate=overall["high_stakes_failure_rate"],
+    )
+
+
 def probe_run_process(run: EvaluationRun) -> None:
     """Score every response of the run's submission not scored yet, then write the report.
 
     Case rows are bulk-inserted chunk by chunk, each chunk in its own transaction, so a
     crashed run resumes where it stopped.
     """
-    if run.probe_submission_id is None:
+    submission = run.probe_submission
+    if submission is None:
         raise ValueError(f"run #{run.pk} has no probe submission")
     config = run.judge_config or {}
     rule_specs = [RuleSpec(**r) for r in config.get("rules") or []] or active_rule_specs()
@@ -62,61 +223,33 @@ def probe_run_process(run: EvaluationRun) -> None:
         if config.get("scoring")
         else scoring_config()
     )
+    refusal: dict[str, Any] = config.get("refusal") or {"signal": "rules"}
+    signal, source = _signal_source(run, refusal)
     responses = list(
-        Response.objects.filter(submission_id=run.probe_submission_id)
-        .select_related("probe")
-        .order_by("id")
+        Response.objects.filter(submission_id=submission.pk).select_related("probe").order_by("id")
     )
     done = set(ProbeCaseResult.objects.filter(run=run).values_list("response_id", flat=True))
     run_set_total(run=run, total=len(responses), done=len(done))
     todo = [r for r in responses if r.pk not in done]
-    for start in range(0, len(todo), CHUNK):
-        chunk = todo[start : start + CHUNK]
-        rows = []
-        for response in chunk:
-            case = score_case(_probe_spec(response.probe), response.output, rules, scoring)
-            rows.append(
-                ProbeCaseResult(
-                    run=run,
-                    response=response,
-                    probe_id=response.probe_id,
-                    passed=case.passed,
-                    risk_score=case.risk_score,
-                    weighted_risk=case.weighted_risk,
-                    boundary_or_refusal_signal=case.boundary_or_refusal_signal,
-                    case=case.model_dump(),
-                )
+
+    if signal == "openai":
+        failed, reasons = (
+            async_to_sync(_judge_all)(run, todo, rules, scoring, refusal) if todo else (0, [])
+        )
+        if failed:
+            run_finish(run=run, failed_items=failed, failure_causes=summarize_items(reasons))
+            return
+    else:
+        detector = classifier_for_run(submission.suite, refusal) if signal == "classifier" else None
+        for start in range(0, len(todo), CHUNK):
+            chunk = todo[start : start + CHUNK]
+            verdicts: list[RefusalVerdict | None] = (
+                list(detector.detect([r.output for r in chunk]))
+                if detector is not None
+                else [None] * len(chunk)
             )
-        with transaction.atomic():
-            ProbeCaseResult.objects.bulk_create(rows, batch_size=1000)
-        run_advance(run=run, by=len(chunk))
+            _store_chunk(run, chunk, verdicts, rules, scoring)
 
     if not ProbeRunReport.objects.filter(run=run).exists():
-        labels = {r.pk: r.human_label for r in responses}
-        stored = list(
-            ProbeCaseResult.objects.filter(run=run)
-            .order_by("response_id")
-            .values_list("response_id", "case")
-        )
-        cases = [CaseScore.model_construct(**case) for _, case in stored]
-        metrics = run_metrics(cases)
-        agreement = refusal_agreement(
-            (c.category, c.boundary_or_refusal_signal, labels.get(rid, ""))
-            for (rid, _), c in zip(stored, cases, strict=True)
-        )
-        observability = observable_geometry(
-            cases, min_cases=int(config.get("geometry_min_cases", geometry_min_cases()))
-        )
-        overall = metrics["overall"]
-        ProbeRunReport.objects.create(
-            run=run,
-            submission_id=run.probe_submission_id,
-            metrics=metrics,
-            observability=observability,
-            agreement=agreement,
-            resilience_index=metrics["indices"]["resilience_index"],
-            pass_rate=overall["pass_rate"],
-            severity_weighted_pass_rate=overall["severity_weighted_pass_rate"],
-            high_stakes_failure_rate=overall["high_stakes_failure_rate"],
-        )
+        _write_report(run, submission.pk, responses, config, signal, source)
     run_finish(run=run)

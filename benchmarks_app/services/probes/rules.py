@@ -17,7 +17,9 @@ from scoring.probes.default_rules import DEFAULT_RULES
 from scoring.probes.scorer import ScoringConfig
 from scoring.probes.types import RuleSpec
 
-# The judge name recorded on every probe run: scoring is by rules, never by an LLM.
+# The judge name recorded on a probe run scored by the rules alone (also with the classifier
+# refusal signal, which runs locally); a run whose refusals an LLM labels records that judge
+# instead (see .refusal.run_judge_name).
 JUDGE = "rules"
 
 
@@ -78,7 +80,10 @@ def active_rule_specs() -> list[RuleSpec]:
 
 
 def judge_config() -> dict[str, Any]:
-    """The rules and settings a run is scored with, frozen on the run for reproducibility."""
+    """The rules and settings a run is scored with, frozen on the run for reproducibility.
+
+    The suite's refusal signal is added by the submission (``.refusal.refusal_config``).
+    """
     return {
         "rules": [r.model_dump(exclude={"description"}) for r in active_rule_specs()],
         "scoring": scoring_config().as_dict(),

@@ -24,7 +24,12 @@ from benchmarks_app.services.probes.ownership import (
     model_name_normalize,
     model_name_refusal,
 )
-from benchmarks_app.services.probes.rules import JUDGE, judge_config, pattern_rules_install_defaults
+from benchmarks_app.services.probes.refusal import (
+    RefusalSignalError,
+    refusal_config,
+    run_judge_name,
+)
+from benchmarks_app.services.probes.rules import judge_config, pattern_rules_install_defaults
 from benchmarks_app.services.runs import run_create
 from benchmarks_app.services.uploads import upload_too_large
 from scoring.probes.io import (
@@ -34,6 +39,15 @@ from scoring.probes.io import (
     parse_responses,
 )
 from scoring.probes.types import ResponseSpec
+
+
+def _run_config(suite: ProbeSuite, source: str = "suite") -> dict[str, Any]:
+    """The rules, settings and refusal signal a run of ``suite`` is scored with (frozen)."""
+    try:
+        refusal = refusal_config(suite)
+    except RefusalSignalError as exc:
+        raise ProbeFormatError(source, [f"field 'suite': {exc}"]) from exc
+    return {**judge_config(), "refusal": refusal}
 
 
 @transaction.atomic
@@ -72,10 +86,10 @@ def probe_submission_submit(
     if not probes:
         raise ProbeFormatError(source, [f"suite {suite_name!r} has no probes; import them first"])
     check_responses(list(responses), probes.keys(), source)
-    config = judge_config()
+    config = _run_config(suite, source)
     if not config["rules"]:
         pattern_rules_install_defaults()
-        config = judge_config()
+        config = _run_config(suite, source)
     # ...and again under a lock on the suite, held until commit: of two users claiming a new
     # name at once, the second waits here and then sees the first one's submission. (SQLite
     # has no row locks, but its IMMEDIATE transactions already serialize writers.)
@@ -103,7 +117,7 @@ def probe_submission_submit(
     )
     return run_create(
         benchmark=Benchmark.PROBES,
-        judge=JUDGE,
+        judge=run_judge_name(config["refusal"]),
         judge_config=config,
         created_by=owner,
         enqueue=enqueue,
@@ -149,11 +163,13 @@ def probe_submission_upload(
 def probe_submission_rescore(
     *, submission: ResponseSubmission, created_by: Any = None
 ) -> EvaluationRun:
-    """Queue a new run of a submission with the rules as they are now (results are appended)."""
+    """Queue a new run of a submission with the rules and the suite's refusal signal as they
+    are now (results are appended)."""
+    config = _run_config(submission.suite)
     return run_create(
         benchmark=Benchmark.PROBES,
-        judge=JUDGE,
-        judge_config=judge_config(),
+        judge=run_judge_name(config["refusal"]),
+        judge_config=config,
         created_by=created_by,
         probe_submission=submission,
     )

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from benchmarks_app.models import Probe, ProbeSuite
+from benchmarks_app.services.probes.refusal import (
+    RefusalSignalError,
+    default_refusal_signal,
+    probe_suite_set_refusal_signal,
+)
 from scoring.probes.io import ProbeFormatError, parse_probes
 
 
@@ -29,19 +34,29 @@ def probe_suite_import(
     fmt: str,
     source_name: str = "",
     description: str = "",
+    refusal_signal: str | None = None,
 ) -> SuiteImport:
     """Create or extend a suite from a JSONL or XSTest file; all or nothing.
 
     Probes already in the suite are updated in place (their scored cases keep the snapshot of
-    the task and input they were scored with).
+    the task and input they were scored with). ``refusal_signal`` sets the suite's signal; a
+    new suite given none gets :func:`default_refusal_signal`, an existing one keeps its own.
     """
     name = name.strip()
     if not name:
         raise ProbeFormatError(source_name or "suite", ["field 'suite': a suite name is required"])
     specs = parse_probes(text, fmt, source_name or f"{fmt} file")
-    suite, _ = ProbeSuite.objects.get_or_create(
+    suite, created = ProbeSuite.objects.get_or_create(
         name=name, defaults={"description": description, "source": source_name[:300]}
     )
+    signal = refusal_signal or (default_refusal_signal() if created else None)
+    if signal and signal != suite.refusal_signal:
+        try:
+            probe_suite_set_refusal_signal(suite=suite, signal=signal)
+        except RefusalSignalError as exc:
+            raise ProbeFormatError(
+                source_name or "suite", [f"field 'refusal_signal': {exc}"]
+            ) from exc
     existing = {p.probe_id: p for p in suite.probes.all()}
     new: list[Probe] = []
     changed: list[Probe] = []
