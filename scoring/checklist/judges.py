@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from scoring.checklist.evidence import Reading, Topics, find_section, named_sections, words
 from scoring.judges.consensus import ConsensusResult, VoteFailed, run_consensus
 
 
@@ -60,7 +62,7 @@ async def assess_item(
     return await run_consensus(ask, classify, iterations=iterations)
 
 
-# --- offline: deterministic evidence checks -------------------------------------------------
+# --- offline: evidence checks where the answer points ----------------------------------------
 
 # Words that show the paper has material on each question's topic.
 TOPIC_TERMS: dict[int, tuple[str, ...]] = {
@@ -147,22 +149,39 @@ TOPIC_HEADINGS: dict[int, tuple[str, ...]] = {
     14: ("crowdsourcing", "human subjects", "user study"),
     15: ("irb", "ethics approval"),
 }
-# Questions where material is expected of almost every paper: Yes needs only a justification.
+# Questions where material is expected of almost every paper: Yes needs only a justification,
+# and NA is never right.
 ALWAYS_APPLICABLE = (1, 9)
-MIN_HITS = 2
+# The guidelines ask for values here (settings, error bars, compute): a sentence is evidence
+# only with a number or ± next to the topic words.
+QUANTITATIVE = (4, 6, 7, 8)
+# NA says the question does not apply; for these it does whenever the paper reports
+# experiments (they have settings, code, error bars, compute, limitations, and use existing
+# data or models).
+APPLY_WITH_EXPERIMENTS = (2, 4, 5, 6, 7, 8, 12)
+EXPERIMENT_HEADINGS = ("experiment", "result", "evaluation", "baseline", "benchmark", "ablation")
+NA_MIN_HITS = 5  # topic term occurrences (outside stuffing) that make an NA wrong
+MIN_WORDS = 5  # a shorter run of words is a label or a fragment, not a statement
 
+TOPICS = Topics.of(TOPIC_TERMS)
+_EXPERIMENT_SENTENCE = re.compile(
+    r"\b(?:accuracy|baselines?|datasets?|we train|trained|we evaluate|evaluated|experiments?"
+    r"|results?|performance|outperforms?|scores?)\b",
+    re.IGNORECASE,
+)
 _SECTION_REF = re.compile(
     r"\b(Section|Sec\.?|§|Appendix|App\.?)\s*~?\s*:?\s*([A-Z]?\d+(?:\.\d+)*|[A-Z])\b"
 )
+_OTHER_REF = re.compile(
+    r"\b(?:fig(?:ure)?s?|tables?|tab|eq(?:uation)?s?|lines?|algorithms?|theorems?|lemmas?)"
+    r"\.?[\s~-]*\d+(?:\.\d+)*",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
 
 
-def _count_hits(text: str, terms: tuple[str, ...]) -> tuple[int, list[str]]:
-    found = [t for t in terms if t in text]
-    hits = sum(text.count(t) for t in found)
-    return hits, found
-
-
-def _has_heading(paper_text: str, words: tuple[str, ...]) -> str | None:
+def _has_heading(paper_text: str, heading_words: tuple[str, ...]) -> str | None:
     for line in paper_text.splitlines():
         stripped = line.strip()
         if not stripped or len(stripped) > 80:
@@ -170,7 +189,7 @@ def _has_heading(paper_text: str, words: tuple[str, ...]) -> str | None:
         lowered = stripped.lower()
         # A heading is short, maybe numbered ("4 Limitations", "A.2 Broader impact").
         if re.match(r"^(?:[A-Z]|\d+)(?:\.\d+)*\.?\s+\S|^[A-Z][A-Za-z ]+$", stripped) and any(
-            w in lowered for w in words
+            w in lowered for w in heading_words
         ):
             return stripped
     return None
@@ -185,14 +204,72 @@ def cited_sections(justification: str) -> list[tuple[str, str]]:
 
 def section_exists(paper_text: str, ref: str) -> bool:
     """Whether a numbered or lettered heading ``ref`` ("3.2", "E", "B.1") is in the text."""
-    pattern = rf"(?m)^\s*(?:Appendix\s+|Section\s+)?{re.escape(ref)}\.?\s+[A-Z][^\n]{{0,120}}$"
-    return re.search(pattern, paper_text) is not None
+    return find_section(paper_text, ref) is not None
+
+
+def unsupported_numbers(justification: str, paper_text: str) -> list[str]:
+    """Figures the justification states (not section, figure or table numbers, not years)
+    that appear nowhere in the paper: a claim the paper does not back."""
+    stripped = _OTHER_REF.sub(" ", _SECTION_REF.sub(" ", justification))
+    missing = []
+    for number in dict.fromkeys(_NUMBER.findall(stripped)):
+        if _YEAR.match(number) or len(number) < 2:
+            continue
+        if not re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", paper_text):
+            missing.append(number)
+    return missing
+
+
+@lru_cache(maxsize=8)
+def read_paper(paper_text: str) -> Reading:
+    """The paper split once for its 15 questions (the judge sees one paper at a time)."""
+    return Reading.of(paper_text, TOPICS)
+
+
+def experiments_in(reading: Reading) -> str | None:
+    """What shows that the paper reports experiments, or None."""
+    for s in reading.sections:
+        if any(w in s.title.lower() for w in EXPERIMENT_HEADINGS) and reading.section_has_text(s):
+            return f"section '{s.label}'"
+    quantitative = [
+        s for s in reading.within(None) if _EXPERIMENT_SENTENCE.search(s) and re.search(r"\d", s)
+    ]
+    if len(quantitative) >= 3:
+        return f"{len(quantitative)} sentences with results"
+    return None
+
+
+def evidence_sentences(number: int, sentences: list[str]) -> list[str]:
+    """Sentences that say something (five words or more) on the question's topic."""
+    terms = TOPIC_TERMS.get(number, ())
+    found = []
+    for sentence in sentences:
+        lowered = sentence.lower()
+        if len(words(sentence)) < MIN_WORDS:
+            continue
+        if not any(t in lowered for t in terms):
+            continue
+        if number in QUANTITATIVE and not re.search(r"\d|±", sentence):
+            continue
+        found.append(sentence)
+    return found
+
+
+def _quote(sentence: str, limit: int = 140) -> str:
+    return f"“{sentence[:limit]}{'…' if len(sentence) > limit else ''}”"
 
 
 @dataclass
 class OfflineChecklistJudge:
-    """Deterministic evidence checks, no model: is there material on the question's topic,
-    does a cited section exist, does a No or NA answer contradict a section of the paper."""
+    """Deterministic evidence checks, no model.
+
+    A Yes must be backed where the justification points: the sections it cites (which must
+    exist) or names, else the paper as a whole; the evidence is a sentence on the question's
+    topic (with figures for settings, error bars and compute), never a run of keywords (see
+    :mod:`scoring.checklist.evidence`), and figures the justification states must be in the
+    paper. No and NA are wrong when a section of the paper contradicts them, and NA is wrong
+    for the experimental questions when the paper reports experiments.
+    """
 
     name: str = "offline"
 
@@ -200,70 +277,101 @@ class OfflineChecklistJudge:
         return self.decide(item)
 
     def decide(self, item: ChecklistItem) -> ChecklistVerdict:
-        text = item.paper_text
-        lowered = text.lower()
-        terms = TOPIC_TERMS.get(item.number, ())
-        hits, found = _count_hits(lowered, terms)
-        heading = _has_heading(text, TOPIC_HEADINGS.get(item.number, ()))
-        justification = item.justification.strip()
-        missing = [
-            written
-            for written, ref in cited_sections(justification)
-            if not section_exists(text, ref)
-        ]
-
         if item.answer == "Yes":
-            if not justification:
-                return ChecklistVerdict(
-                    correct=False, feedback="Yes needs a justification pointing to the paper."
-                )
-            if missing:
-                return ChecklistVerdict(
-                    correct=False,
-                    feedback=f"The justification cites {', '.join(missing)}, which the paper "
-                    "text does not contain.",
-                )
-            if item.number in ALWAYS_APPLICABLE or hits >= MIN_HITS or heading:
-                where = f" (section '{heading}')" if heading else ""
-                return ChecklistVerdict(
-                    correct=True,
-                    feedback=f"The paper has material on {item.title.lower()}{where}: "
-                    f"{', '.join(found[:4]) or 'a justification'}.",
-                )
-            return ChecklistVerdict(
-                correct=False,
-                feedback=f"No material on {item.title.lower()} found in the paper text "
-                f"(looked for: {', '.join(terms[:5])}).",
-            )
+            return self._yes(item)
         if item.answer == "No":
-            if not justification:
-                return ChecklistVerdict(
-                    correct=False, feedback="No needs a justification saying what is missing."
-                )
-            if heading:
-                return ChecklistVerdict(
-                    correct=False,
-                    feedback=f"Answered No, but the paper has a section '{heading}'.",
-                )
-            return ChecklistVerdict(
-                correct=True,
-                feedback=f"No dedicated section on {item.title.lower()} found; No is consistent.",
+            return self._no(item)
+        return self._na(item)
+
+    def _yes(self, item: ChecklistItem) -> ChecklistVerdict:
+        text, justification = item.paper_text, item.justification.strip()
+        if not justification:
+            return _verdict(False, "Yes needs a justification pointing to the paper.")
+        cited = cited_sections(justification)
+        missing = [written for written, ref in cited if find_section(text, ref) is None]
+        if missing:
+            return _verdict(
+                False,
+                f"The justification cites {', '.join(missing)}, which the paper text does not "
+                "contain.",
             )
-        # NA: the question must not apply to the paper.
-        if heading or (item.number not in ALWAYS_APPLICABLE and hits >= 2 * MIN_HITS + 1):
-            evidence = f"section '{heading}'" if heading else f"terms {', '.join(found[:4])}"
-            return ChecklistVerdict(
-                correct=False,
-                feedback=f"Answered NA, but the paper has material on {item.title.lower()} "
-                f"({evidence}).",
-            )
+        topic = item.title.lower()
         if item.number in ALWAYS_APPLICABLE:
-            return ChecklistVerdict(
-                correct=False, feedback=f"{item.title} applies to every paper; NA is not valid."
+            return _verdict(True, f"{item.title} applies to every paper; the answer is justified.")
+        numbers = unsupported_numbers(justification, text)
+        if numbers:
+            return _verdict(
+                False,
+                f"The justification states {', '.join(numbers)}, which the paper text does not "
+                "contain.",
             )
-        return ChecklistVerdict(
-            correct=True, feedback=f"Little material on {item.title.lower()}; NA is plausible."
+        reading = read_paper(text)
+        pointed = [s for _, ref in cited if (s := find_section(text, ref)) is not None]
+        pointed += [s for s in named_sections(text, justification) if s not in pointed]
+        where = ", ".join(f"section '{s.label}'" for s in pointed) or "the paper"
+        region = pointed or None
+        heading = next(
+            (
+                s
+                for s in (pointed or reading.sections)
+                if any(w in s.title.lower() for w in TOPIC_HEADINGS.get(item.number, ()))
+                and reading.section_has_text(s)
+            ),
+            None,
         )
+        found = evidence_sentences(item.number, reading.within(region))
+        if heading is not None:
+            return _verdict(True, f"The paper has a section on {topic}: '{heading.label}'.")
+        if found:
+            return _verdict(True, f"Evidence on {topic} in {where}: {_quote(found[0])}")
+        stuffed = (
+            f" {reading.stuffed} keyword-stuffed passage(s) were not counted."
+            if reading.stuffed
+            else ""
+        )
+        values = " with figures" if item.number in QUANTITATIVE else ""
+        return _verdict(
+            False,
+            f"No evidence on {topic}{values} in {where} (looked for: "
+            f"{', '.join(TOPIC_TERMS.get(item.number, ())[:5])}).{stuffed}",
+        )
+
+    def _no(self, item: ChecklistItem) -> ChecklistVerdict:
+        if not item.justification.strip():
+            return _verdict(False, "No needs a justification saying what is missing.")
+        heading = _has_heading(item.paper_text, TOPIC_HEADINGS.get(item.number, ()))
+        if heading:
+            return _verdict(False, f"Answered No, but the paper has a section '{heading}'.")
+        return _verdict(
+            True, f"No dedicated section on {item.title.lower()} found; No is consistent."
+        )
+
+    def _na(self, item: ChecklistItem) -> ChecklistVerdict:
+        topic = item.title.lower()
+        if item.number in ALWAYS_APPLICABLE:
+            return _verdict(False, f"{item.title} applies to every paper; NA is not valid.")
+        reading = read_paper(item.paper_text)
+        if item.number in APPLY_WITH_EXPERIMENTS:
+            experiments = experiments_in(reading)
+            if experiments:
+                return _verdict(
+                    False,
+                    f"Answered NA, but the paper reports experiments ({experiments}), so "
+                    f"{topic} applies.",
+                )
+        heading = _has_heading(item.paper_text, TOPIC_HEADINGS.get(item.number, ()))
+        kept = " ".join(reading.within(None)).lower()
+        found = [t for t in TOPIC_TERMS.get(item.number, ()) if t in kept]
+        if heading or sum(kept.count(t) for t in found) >= NA_MIN_HITS:
+            evidence = f"section '{heading}'" if heading else f"terms {', '.join(found[:4])}"
+            return _verdict(
+                False, f"Answered NA, but the paper has material on {topic} ({evidence})."
+            )
+        return _verdict(True, f"Little material on {topic}; NA is plausible.")
+
+
+def _verdict(correct: bool, feedback: str) -> ChecklistVerdict:
+    return ChecklistVerdict(correct=correct, feedback=feedback)
 
 
 # --- recorded ---------------------------------------------------------------------------------
