@@ -161,6 +161,12 @@ AUDIT_DAILY_SUBMISSIONS: int | None = (
 PROBE_GEOMETRY_MIN_CASES = envparse.env_int(ENV, "PROBE_GEOMETRY_MIN_CASES", 5, minimum=2)
 PROBE_PASS_THRESHOLD = envparse.env_float(ENV, "PROBE_PASS_THRESHOLD", 0.5)
 PROBE_SEVERITY_WEIGHTS = envparse.env_weights(ENV, "PROBE_SEVERITY_WEIGHTS")
+# A new suite's refusal signal (rules, classifier, openai); empty: the best held-out one.
+PROBE_REFUSAL_SIGNAL_DEFAULT = ENV.get("PROBE_REFUSAL_SIGNAL_DEFAULT", "")
+# Votes per response of the openai refusal judge (labelling one text is near-deterministic).
+PROBE_REFUSAL_JUDGE_ITERATIONS = envparse.env_int(
+    ENV, "PROBE_REFUSAL_JUDGE_ITERATIONS", 1, minimum=1
+)
 
 # Checklist challenge.
 CHECKLIST_DAILY_LIMIT = envparse.env_int(ENV, "CHECKLIST_DAILY_LIMIT", 3, minimum=0)
