@@ -15,9 +15,12 @@ throttling, not found). ``detail`` is a one-line summary that a client can show 
 
 from __future__ import annotations
 
+from traceback import walk_tb
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions
@@ -61,6 +64,32 @@ def error_payload(exc: exceptions.APIException) -> dict[str, Any]:
     return {"detail": _summary(errors), "code": str(code), "errors": errors}
 
 
+class RequestTooLarge(exceptions.APIException):
+    """413: the request body is over ``UPLOAD_MAX_MB``."""
+
+    status_code = 413
+    default_code = "too_large"
+
+
+def too_large_error() -> RequestTooLarge:
+    limit = getattr(settings, "UPLOAD_MAX_MB", 20)
+    return RequestTooLarge(
+        {"body": [exceptions.ErrorDetail(f"the request is over {limit} MB", code="too_large")]}
+    )
+
+
+def _body_too_deep() -> exceptions.ParseError:
+    # json raises RecursionError (not ValueError) for arrays or objects nested too deeply.
+    detail = "not valid JSON (nested too deeply)"
+    return exceptions.ParseError({"body": [exceptions.ErrorDetail(detail, code="parse_error")]})
+
+
+def _raised_by_json(exc: BaseException) -> bool:
+    """Whether the error came from decoding JSON (the request body), not from the view."""
+    modules = {frame.f_globals.get("__name__", "") for frame, _ in walk_tb(exc.__traceback__)}
+    return any(m == "rest_framework.parsers" or m.startswith("json") for m in modules)
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler with a stable body shape; Django's own errors are translated first."""
     if isinstance(exc, DjangoValidationError):
@@ -72,6 +101,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = too_large_error()
+    elif isinstance(exc, RecursionError) and _raised_by_json(exc):
+        exc = _body_too_deep()
 
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, exceptions.APIException):

@@ -195,6 +195,27 @@ def loads(raw: bytes | str) -> Any:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ParseError(f"not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise ParseError("not valid JSON (nested too deeply)") from None
+
+
+def nul_path(value: Any, path: str) -> str | None:
+    """Where (``path.key.0``) decoded JSON first holds a NUL, which PostgreSQL cannot store;
+    ``None`` if nowhere. Iterative: deep (but decodable) nesting cannot exhaust the stack."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if "\x00" in str(key):
+                    return where
+                stack.append((child, f"{where}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}.{i}") for i, child in enumerate(item))
+    return None
 
 
 def _text(item: dict[str, Any], *keys: str) -> str:
@@ -295,8 +316,11 @@ def _json_kind(value: Any) -> str:
     return type(value).__name__
 
 
-def parse_scan(data: Any) -> tuple[list[ScanRecord], dict[str, Any]]:
-    """A list of findings, or ``{project, findings: [...], token_usage, ...}``."""
+def parse_scan(
+    data: Any, *, max_findings: int | None = None
+) -> tuple[list[ScanRecord], dict[str, Any]]:
+    """A list of findings, or ``{project, findings: [...], token_usage, ...}``; more than
+    ``max_findings`` findings, or a NUL character anywhere, is a ParseError."""
     metadata: dict[str, Any] = {}
     if isinstance(data, dict):
         if "findings" not in data:
@@ -309,11 +333,21 @@ def parse_scan(data: Any) -> tuple[list[ScanRecord], dict[str, Any]]:
         items = data
     else:
         raise ParseError("expected a list of findings or {project, findings: [...]}")
+    if max_findings is not None and len(items) > max_findings:
+        raise ParseError(
+            f"findings: {len(items)} findings; at most {max_findings} are accepted at once"
+        )
+    for key, value in metadata.items():
+        bad = str(key) if "\x00" in str(key) else nul_path(value, str(key))
+        if bad is not None:
+            raise ParseError(f"{bad}: holds a NUL character (\\u0000), which cannot be stored")
     records = []
     for i, item in enumerate(items):
         where = f"finding {i}"
         if not isinstance(item, dict):
             raise ParseError(f"{where}: expected an object")
+        if (bad := nul_path(item, where)) is not None:
+            raise ParseError(f"{bad}: holds a NUL character (\\u0000), which cannot be stored")
         title = _text(item, "title", "Issue", "name")
         description = _text(item, "description", "Description", "details")
         if not title and not description:

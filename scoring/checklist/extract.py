@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+import zlib
 from pathlib import PurePosixPath
 
 from scoring.checklist.findings import (
@@ -31,7 +32,7 @@ from scoring.checklist.findings import (
     ExtractionError,
     cap_words,
 )
-from scoring.checklist.latex import DEFAULT_WORD_CAP, extract_latex
+from scoring.checklist.latex import DEFAULT_WORD_CAP, extract_latex, strip_nul
 from scoring.checklist.pdf_text import clean_pages, join_hyphenated
 from scoring.checklist.segment import checklist_start, parse_checklist_text, read_checklist_text
 
@@ -65,7 +66,7 @@ def _pdf_title(reader: object, body: str) -> str:
         title = ""
     if not title:
         title = next((ln.strip() for ln in body.splitlines() if len(ln.strip()) > 8), "")
-    return title[:500]
+    return strip_nul(title)[:500]
 
 
 def extract_pdf(
@@ -78,7 +79,7 @@ def extract_pdf(
 
     try:
         reader = PdfReader(io.BytesIO(data))
-        raw_pages = [page.extract_text() or "" for page in reader.pages]
+        raw_pages = [strip_nul(page.extract_text() or "") for page in reader.pages]
     except (PyPdfError, ValueError, KeyError, TypeError) as exc:
         raise ExtractionError(f"not a readable PDF ({exc})", file=file) from exc
     clean = clean_pages(raw_pages)
@@ -111,12 +112,32 @@ def extract_pdf(
     return paper
 
 
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, *, file: str) -> str:
+    """One member's text; a damaged, encrypted or oddly compressed member is an
+    ExtractionError naming it, not a server error."""
+    member = info.filename
+    try:
+        return archive.read(info).decode("utf-8", errors="replace")
+    except NotImplementedError as exc:  # a compression method zipfile does not know
+        raise ExtractionError(
+            f"{member!r} uses a compression method that cannot be read ({exc}); "
+            "zip it again with the usual (deflate) method",
+            file=file,
+        ) from exc
+    except RuntimeError as exc:  # encrypted: zipfile asks for a password
+        raise ExtractionError(
+            f"{member!r} is encrypted; upload it without a password", file=file
+        ) from exc
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+        raise ExtractionError(f"{member!r} is damaged in the archive ({exc})", file=file) from exc
+
+
 def extract_zip(
     data: bytes, *, word_cap: int = DEFAULT_WORD_CAP, file: str = "", strict: bool = True
 ) -> ExtractedPaper:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as exc:
         raise ExtractionError("not a readable .zip archive", file=file) from exc
     infos = [i for i in archive.infolist() if not i.is_dir()]
     if len(infos) > ZIP_MAX_MEMBERS:
@@ -128,7 +149,7 @@ def extract_zip(
     sources: dict[str, str] = {}
     for info in infos:
         if info.filename.lower().endswith(".tex") and "__MACOSX" not in info.filename:
-            sources[info.filename] = archive.read(info).decode("utf-8", errors="replace")
+            sources[info.filename] = _read_member(archive, info, file=file)
     if not sources:
         raise ExtractionError("the archive holds no .tex file", file=file)
     mains = [p for p, t in sources.items() if re.search(r"\\begin\s*\{document\}", t)]

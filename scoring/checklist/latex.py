@@ -25,15 +25,51 @@ from scoring.checklist.questions import QUESTION_NUMBERS, QUESTION_TITLES
 from scoring.checklist.segment import QUESTION_OPENINGS, clean_inline, read_checklist_text
 
 DEFAULT_WORD_CAP = 15000
+# Inlining stops with an ExtractionError past this many \input/\include expansions or this
+# many characters of inlined text (a paper's sources are far below both).
+MAX_INPUT_EXPANSIONS = 200
+MAX_INLINED_CHARS = 8 * 2**20
 
 _ANSWER_MACRO_RE = re.compile(r"\\answer(Yes|No|NA|TODO)\s*(\{\s*\})?")
+
+
+def strip_nul(text: str) -> str:
+    """``text`` without NUL characters (PostgreSQL cannot store them; they carry no text)."""
+    return text.replace("\x00", "")
 
 
 def _strip_comments(tex: str) -> str:
     return re.sub(r"(?<!\\)%[^\n]*", "", tex)
 
 
-def _inline_inputs(tex: str, files: dict[str, str], depth: int = 0) -> str:
+class _InlineBudget:
+    """How much ``\\input``/``\\include`` inlining may still do: a few files that each input
+    the next several times grow exponentially (k copies over 10 levels is k**10)."""
+
+    def __init__(self, *, max_inputs: int, max_chars: int, file: str) -> None:
+        self.inputs_left = max_inputs
+        self.max_inputs = max_inputs
+        self.max_chars = max_chars
+        self.chars = 0
+        self.file = file
+
+    def spend(self, content: str) -> None:
+        self.inputs_left -= 1
+        self.chars += len(content)
+        if self.inputs_left < 0:
+            raise ExtractionError(
+                f"the sources \\input or \\include files more than {self.max_inputs} times",
+                file=self.file,
+            )
+        if self.chars > self.max_chars:
+            raise ExtractionError(
+                "the sources grow beyond "
+                f"{self.max_chars // 2**20} MB once their \\input files are inlined",
+                file=self.file,
+            )
+
+
+def _inline_inputs(tex: str, files: dict[str, str], budget: _InlineBudget, depth: int = 0) -> str:
     if depth > 10 or not files:
         return tex
 
@@ -43,7 +79,8 @@ def _inline_inputs(tex: str, files: dict[str, str], depth: int = 0) -> str:
             key = str(PurePosixPath(candidate))
             for path, content in files.items():
                 if path == key or path.endswith("/" + key):
-                    return _inline_inputs(_strip_comments(content), files, depth + 1)
+                    budget.spend(content)
+                    return _inline_inputs(_strip_comments(content), files, budget, depth + 1)
         return m.group(0)
 
     return re.sub(r"\\(input|include)\s*\{([^}]*)\}", repl, tex)
@@ -211,8 +248,13 @@ def extract_latex(
     word_cap: int = DEFAULT_WORD_CAP,
     file: str = "",
     source_format: str = "tex",
+    max_inputs: int = MAX_INPUT_EXPANSIONS,
+    max_chars: int = MAX_INLINED_CHARS,
 ) -> ExtractedPaper:
-    tex = _inline_inputs(_strip_comments(tex), files or {})
+    budget = _InlineBudget(max_inputs=max_inputs, max_chars=max_chars, file=file)
+    # NUL is never text in a paper, and PostgreSQL refuses it in a text column: dropped.
+    files = {path: strip_nul(content) for path, content in (files or {}).items()}
+    tex = _inline_inputs(_strip_comments(strip_nul(tex)), files, budget)
     start = _latex_checklist_region(tex)
     if start is None:
         hint = (

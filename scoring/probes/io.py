@@ -57,8 +57,16 @@ def _jsonl_records(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
         except json.JSONDecodeError as exc:
             errors.append(f"line {lineno}: invalid JSON ({exc.msg})")
             continue
+        except RecursionError:
+            errors.append(f"line {lineno}: invalid JSON (nested too deeply)")
+            continue
         if not isinstance(obj, dict):
             errors.append(f"line {lineno}: expected a JSON object, got {type(obj).__name__}")
+            continue
+        nul = [k for k, v in obj.items() if "\x00" in k or (isinstance(v, str) and "\x00" in v)]
+        if nul:
+            # PostgreSQL cannot store NUL in text: refused rather than silently altered.
+            errors.append(f"line {lineno}: field '{nul[0]}' holds a NUL character (\\u0000)")
             continue
         records.append((lineno, obj))
     if errors:
