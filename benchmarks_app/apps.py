@@ -25,6 +25,11 @@ class BenchmarksAppConfig(AppConfig):
     verbose_name = "Benchmarks"
 
     def ready(self) -> None:
+        from django.core import checks
+
+        from benchmarks_app.checks import check_static_manifest
+
+        checks.register(check_static_manifest)
         post_migrate.connect(
             _install_default_probe_rules, sender=self, dispatch_uid="install_default_probe_rules"
         )

@@ -6,6 +6,7 @@ Every variable is listed in the README's configuration table.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 from config import env as envparse
@@ -21,6 +22,7 @@ CSRF_TRUSTED_ORIGINS = envparse.env_list(ENV, "CSRF_TRUSTED_ORIGINS", [])
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
+    "axes",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
@@ -45,6 +47,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -75,6 +79,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
+
+# Login lockout (django-axes): the login form, the admin login and POST /api/auth/token/.
+# After AXES_FAILURE_LIMIT wrong passwords for one username from one IP address, that pair
+# is refused (429) for AXES_COOLOFF_MINUTES; a successful login clears the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envparse.env_int(ENV, "AXES_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=envparse.env_int(ENV, "AXES_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "benchmarks_app.views.lockout.lockout_response"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 
@@ -156,6 +173,8 @@ AUDIT_DAILY_SUBMISSIONS: int | None = (
     if ENV.get("AUDIT_DAILY_SUBMISSIONS", "").strip().lower() == "none"
     else envparse.env_int(ENV, "AUDIT_DAILY_SUBMISSIONS", 10, minimum=0)
 )
+# Findings one audit submission may hold; more are refused (each costs judge calls and rows).
+AUDIT_MAX_FINDINGS = envparse.env_int(ENV, "AUDIT_MAX_FINDINGS", 2000, minimum=1)
 
 # Safety probes.
 PROBE_GEOMETRY_MIN_CASES = envparse.env_int(ENV, "PROBE_GEOMETRY_MIN_CASES", 5, minimum=2)
@@ -185,7 +204,7 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "benchmarks_app.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "benchmarks_app.api.exceptions.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": [
         "benchmarks_app.api.throttling.AnonThrottle",

@@ -22,3 +22,6 @@ STORAGES = {
 }
 OPENAI_API_KEY = ""
 JUDGE_DEFAULT = "offline"
+# Tests log in with ``Client.login`` (no request, which django-axes needs); the lockout tests
+# switch it on with ``override_settings(AXES_ENABLED=True)``.
+AXES_ENABLED = False

@@ -22,12 +22,15 @@ from benchmarks_app.services import runs as run_services
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Results are append-only: they can be read and filtered, never edited here."""
+    """Results and the judge ledger are append-only: read and filtered, never edited here."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -48,20 +51,19 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     list_filter = ("benchmark", "status", "is_complete", "judge")
     search_fields = ("id", "scanner__name", "probe_submission__model_name", "judge")
     list_select_related = ("scanner", "probe_submission__suite", "checklist_submission__team")
-    readonly_fields = (
-        "status",
-        "progress_done",
-        "progress_total",
-        "failed_items",
-        "is_complete",
-        "started_at",
-        "finished_at",
-        "error",
-        "attempts",
-        "task_id",
-    )
-    raw_id_fields = ("probe_submission", "checklist_submission")
     actions = ["resume_runs", "cancel_runs"]
+
+    # Runs are created only by the services (which queue them and freeze their judge
+    # configuration) and are the record their results and ledger hang on: no add, no delete,
+    # and every field read-only. Resume and cancel are the actions above.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in self.model._meta.concrete_fields]
 
     @admin.action(description="Resume selected failed or stalled runs (redo only what is missing)")
     def resume_runs(self, request: HttpRequest, queryset: QuerySet[EvaluationRun]) -> None:
@@ -114,6 +116,11 @@ class JudgeCallAdmin(ReadOnlyAdmin):
 
 @admin.register(JudgeCacheEntry)
 class JudgeCacheEntryAdmin(ReadOnlyAdmin):
+    """Cached verdicts: deleting one only makes the next run ask the judge again."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.has_perm("benchmarks_app.delete_judgecacheentry"))
+
     list_display = ("key", "judge", "model", "prompt_version", "vote_number", "created_at")
     list_filter = ("judge", "model", "prompt_version")
     search_fields = ("key",)

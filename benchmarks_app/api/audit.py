@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django import forms
 from django.db.models import Prefetch, QuerySet
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
@@ -92,6 +93,8 @@ class RepoSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:repo-detail")
     truth_count = serializers.IntegerField(read_only=True)
     scan_result_count = serializers.IntegerField(read_only=True)
+    # Blank when unknown, so not a "uri" in the schema.
+    repository_url = serializers.CharField(read_only=True)
 
     class Meta:
         model = Repo
@@ -130,8 +133,29 @@ class RepoDetailSerializer(RepoSerializer):
         read_only_fields = fields
 
 
+class StrictBooleanField(forms.NullBooleanField):
+    """``true`` or ``false`` (or absent); anything else is a 400, not silently no filter."""
+
+    widget = forms.TextInput  # the raw text: NullBooleanSelect turns junk into "unknown"
+
+    def to_python(self, value: Any) -> bool | None:  # type: ignore[override]
+        if value in (None, ""):
+            return None
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise forms.ValidationError("Must be true or false.", code="invalid")
+
+    def validate(self, value: Any) -> None:
+        return None
+
+
+class StrictBooleanFilter(django_filters.BooleanFilter):
+    field_class = StrictBooleanField
+
+
 class RepoFilter(django_filters.FilterSet):
     platform = django_filters.CharFilter(lookup_expr="iexact")
+    is_public = StrictBooleanFilter()
     search = django_filters.CharFilter(method="filter_search", label="Project id or name")
 
     class Meta:
@@ -248,16 +272,25 @@ class LeaderboardView(LeaderboardListView):
         return [{**row, "rank": i} for i, row in enumerate(audit_leaderboard(), start=1)]
 
 
+MAX_ID = 2**63 - 1
+
+
 class ReportView(APIView):
     """The JSON document of ``manage.py audit_report`` for one scanner."""
 
     @extend_schema(
-        parameters=[OpenApiParameter("run", int, description="one run instead of the latest")],
+        parameters=[
+            OpenApiParameter(
+                "run",
+                {"type": "integer", "minimum": 0, "maximum": MAX_ID},
+                description="one run instead of the latest",
+            )
+        ],
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request: Request, scanner: str) -> Response:
         run = request.query_params.get("run")
-        if run is not None and not run.isdigit():
+        if run is not None and not (run.isascii() and run.isdigit() and int(run) <= MAX_ID):
             raise ValidationError({"run": "must be a run id (an integer)"})
         try:
             report = audit_report(scanner_name=scanner, run_id=int(run) if run else None)

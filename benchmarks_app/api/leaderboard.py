@@ -14,6 +14,7 @@ row keeps the rank its selector gave it. An unknown field is a 400 naming it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,12 +45,12 @@ def order_rows(
 
     Raises :class:`ValidationError` on ``ordering`` for a field not in ``fields``.
     """
-    terms = [t.strip() for t in (ordering or "").split(",") if t.strip()]
-    unknown = [t for t in terms if t.lstrip("-") not in fields]
+    terms = (ordering or "").split(",") if ordering else []
+    unknown = [t for t in terms if t.removeprefix("-") not in fields]
     if unknown:
         raise ValidationError(
             {
-                "ordering": f"unknown field {unknown[0].lstrip('-')!r}; order by one of: "
+                "ordering": f"unknown field {unknown[0].removeprefix('-')!r}; order by one of: "
                 f"{', '.join(fields)} (prefix '-' for descending)"
             }
         )
@@ -67,9 +68,10 @@ def order_rows(
 
 def ordering_parameter(fields: Sequence[str], default: str) -> OpenApiParameter:
     """The documented ``ordering`` parameter of a leaderboard endpoint."""
+    names = "|".join(re.escape(f) for f in fields)
     return OpenApiParameter(
         "ordering",
-        str,
+        {"type": "string", "pattern": rf"^(-?(?:{names})(?:,-?(?:{names}))*)?$"},
         description=(
             f"Order by a field, '-field' for descending; several separated by commas. "
             f"Rows without a value come last either way. Default: {default}. "
@@ -96,8 +98,11 @@ class LeaderboardListView(generics.ListAPIView):
         raise NotImplementedError
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        orderings = request.query_params.getlist("ordering")
+        if len(orderings) > 1:
+            raise ValidationError({"ordering": "give it once (fields separated by commas)"})
         rows = order_rows(
-            self.get_rows(), request.query_params.get("ordering"), self.ordering_fields
+            self.get_rows(), orderings[0] if orderings else None, self.ordering_fields
         )
         # The paginator slices any sequence; the stubs only know querysets.
         page: list[dict[str, Any]] | None = self.paginate_queryset(rows)  # type: ignore[arg-type]

@@ -2,12 +2,53 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
 
 
 class StandardPagination(PageNumberPagination):
-    """``?page=N&page_size=M``: 50 rows by default, at most 500 (a leaderboard fits in a few)."""
+    """``?page=N&page_size=M``: 50 rows by default, at most 500 (a leaderboard fits in a few).
+
+    A ``page_size`` that is not a whole number from 1 to 500 is a 400 (not silently the
+    default), and a ``page`` past the end a 404, as the schema says.
+    """
 
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_size(self, request: Request) -> int:
+        raw = request.query_params.getlist(self.page_size_query_param)
+        if not raw:
+            return self.page_size
+        if len(raw) > 1 or not raw[0].isascii() or not raw[0].isdigit():
+            raise ValidationError({self.page_size_query_param: ["Must be one whole number."]})
+        size = int(raw[0])
+        if not 1 <= size <= self.max_page_size:
+            raise ValidationError(
+                {self.page_size_query_param: [f"Must be from 1 to {self.max_page_size}."]}
+            )
+        return size
+
+    def get_page_number(self, request: Request, paginator: Any) -> Any:
+        pages = request.query_params.getlist(self.page_query_param)
+        if pages and (len(pages) > 1 or not pages[0]):
+            raise NotFound("Invalid page: give one page number.")
+        return super().get_page_number(request, paginator)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_query_param:
+                parameter["schema"] = {"type": "integer", "minimum": 1}
+            elif parameter["name"] == self.page_size_query_param:
+                parameter["schema"] = {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": self.max_page_size,
+                    "default": self.page_size,
+                }
+        return parameters

@@ -144,6 +144,9 @@ class ProbeLeaderboardView(LeaderboardListView):
         )
 
 
+MAX_ID = 2**63 - 1
+
+
 class ProbeReportView(APIView):
     """The JSON report of a submission's latest scored run."""
 
@@ -151,6 +154,8 @@ class ProbeReportView(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, pk: int) -> Response:
+        if pk > MAX_ID:  # past any database's integer: no such submission (not a 500)
+            raise NotFound("No such submission.")
         try:
             return Response(probe_report(submission_id=pk, user=request.user))
         except ProbeReportNotFound as exc:

@@ -179,6 +179,9 @@ class RunDetailSerializer(RunSerializer):
         return [c.as_dict() for c in ended_run_failure_causes(run=run)]
 
 
+MAX_ID = 2**63 - 1  # the largest primary key the databases store
+
+
 class RunFilter(django_filters.FilterSet):
     benchmark = django_filters.ChoiceFilter(choices=Benchmark.choices)
     status = django_filters.MultipleChoiceFilter(choices=RunStatus.choices)
@@ -186,6 +189,15 @@ class RunFilter(django_filters.FilterSet):
     mine = django_filters.BooleanFilter(method="filter_mine", label="Started by me")
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    # Plain ids, not model choices: a choice filter answers 400 for an id that does not exist
+    # and 200 for another team's, which lets anyone count submissions. Both now give 200 and
+    # only the runs the user may see (``visible_runs``).
+    probe_submission = django_filters.NumberFilter(
+        field_name="probe_submission_id", min_value=1, max_value=MAX_ID, decimal_places=0
+    )
+    checklist_submission = django_filters.NumberFilter(
+        field_name="checklist_submission_id", min_value=1, max_value=MAX_ID, decimal_places=0
+    )
 
     class Meta:
         model = EvaluationRun

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
 
 from benchmarks_app.api import shared
+from benchmarks_app.api.auth import token_view
 from benchmarks_app.api.checklist_extract import ChecklistExtractView
 
 app_name = "api"
@@ -19,7 +19,7 @@ urlpatterns = [
     path("", shared.ApiRootView.as_view(), name="root"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
-    path("auth/token/", obtain_auth_token, name="token"),
+    path("auth/token/", token_view, name="token"),
     path("benchmarks/", shared.BenchmarkListView.as_view(), name="benchmark-list"),
     path("runs/", shared.RunListView.as_view(), name="run-list"),
     path("runs/<int:pk>/", shared.RunDetailView.as_view(), name="run-detail"),

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import re
-
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
+from scoring.probes.rules import RuleError, validate_rule_regex
 
 
 class ProbeSeverity(models.TextChoices):
@@ -96,10 +95,14 @@ class PatternRuleQuerySet(models.QuerySet["PatternRule"]):
 
 
 def validate_regex(value: str) -> None:
+    """A rule's regex must compile with RE2 (linear-time matching) and never match emptily."""
     try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValidationError(f"Invalid regular expression: {exc}") from exc
+        validate_rule_regex(value)
+    except RuleError as exc:
+        reason = str(exc)
+        raise ValidationError(
+            f"Regex: {reason[:1].upper()}{reason[1:]}", code="invalid_rule_regex"
+        ) from exc
 
 
 class PatternRule(TimeStampedModel):

@@ -62,8 +62,8 @@ class QuotaStatus:
             )
         return (
             f"Your team has used its {self.daily_limit} submissions for today; the daily "
-            f"quota resets at {self.resets_at:%Y-%m-%d %H:%M} UTC. Failed submissions do not "
-            "count."
+            f"quota resets at {self.resets_at:%Y-%m-%d %H:%M} UTC. Refused files do not count; "
+            "a withdrawn submission counts on the day it was uploaded."
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -97,17 +97,22 @@ def challenge_limits(challenge: Challenge) -> tuple[int, int]:
 
 
 def checklist_quota(*, team: Team, now: datetime | None = None) -> QuotaStatus:
-    """Submissions counted today (UTC day) and in all; failed ones do not count."""
+    """Submissions counted today (UTC day) and in all.
+
+    Refused files are never stored, so they never count. Every stored submission counts on
+    the day it was uploaded, withdrawn ones included: otherwise submit-then-withdraw would
+    give a team unlimited uploads (and extractions) a day. A withdrawal frees its slot of
+    the total only when its assessment never started (see ``counting_towards_quota``).
+    """
     now = now or timezone.now()
     day_start = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    counted = ChecklistSubmission.objects.filter(team=team).counting_towards_quota()
-    created = list(counted.values_list("created_at", flat=True))
+    submissions = ChecklistSubmission.objects.filter(team=team)
     daily, total = challenge_limits(team.challenge)
     return QuotaStatus(
         daily_limit=daily,
         total_limit=total,
-        used_today=sum(1 for c in created if c >= day_start),
-        used_total=len(created),
+        used_today=submissions.filter(created_at__gte=day_start).count(),
+        used_total=submissions.counting_towards_quota().count(),
         resets_at=day_start + timedelta(days=1),
     )
 

@@ -29,7 +29,8 @@ def signup(request: HttpRequest) -> HttpResponse:
     form: UserCreationForm[Any] = UserCreationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
-        login(request, user)
+        # Several authentication backends (django-axes first): name the one that fits.
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect(_next_url(request))
     return render(
         request,

@@ -322,7 +322,9 @@ def submission_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
     except ChecklistSubmissionError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, "Submission withdrawn; it no longer counts against the quota.")
+        messages.success(
+            request, "Submission withdrawn and its files deleted; it still counts for today."
+        )
     return redirect("checklist:mine")
 
 

@@ -7,12 +7,12 @@ paper is presented as data, and the judge is told to ignore instructions found i
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from scoring.checklist.judges import ChecklistItem, ChecklistVerdict
 from scoring.judges.llm import ContextOverflow, JudgeCache, LLMConfig, Recorder, structured_call
+from scoring.judges.prompting import neutralize_tags
 from scoring.judges.server import AdaptiveLimiter
 
 # Room kept for the question, guidelines, instructions and chat template around the paper.
@@ -44,13 +44,12 @@ authors: what is wrong or what supports the answer>"}."""
 
 
 TAGS = ("question", "guidelines", "answer", "justification", "paper")
-_TAG_RE = re.compile(rf"</?\s*(?:{'|'.join(TAGS)})\s*>", re.IGNORECASE)
 
 
 def build_user_prompt(item: ChecklistItem) -> str:
     def block(tag: str, text: str) -> str:
         # Delimiters inside the data would let a paper close its block or open another one.
-        clean = _TAG_RE.sub(lambda m: m.group(0).replace("<", "< "), text)
+        clean = neutralize_tags(text, TAGS)
         return f"<{tag}>\n{clean}\n</{tag}>"
 
     return "\n\n".join(

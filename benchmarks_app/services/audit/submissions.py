@@ -21,6 +21,7 @@ from benchmarks_app.services.audit.runs import AuditRunError, _setting, audit_ru
 from benchmarks_app.services.uploads import upload_too_large
 from scoring.audit.judges import parse_judge_spec
 from scoring.audit.parsing import ParseError, ScanFile, ScanRecord, loads, parse_scan
+from scoring.names import name_skeleton
 
 # Participants pick among these; a replay judge reads a folder on the server, so replay runs
 # stay with maintainers (``manage.py evaluate_audit``, the admin).
@@ -28,6 +29,21 @@ SUBMIT_JUDGES = ("offline", "openai")
 SCANNER_NAME_MAX = 100
 # The name becomes a URL segment (/audit/scanners/<name>/) and a file name in downloads.
 _SCANNER_NAME = re.compile(r"\w[\w .+@()-]*")
+
+
+def _refuse_look_alike_scanner(name: str) -> None:
+    """A new name whose skeleton (see ``scoring.names``) is an existing scanner's is refused.
+
+    Otherwise ``Baseline``, or ``baseline`` spelt with a Cyrillic a (U+0430), would stand
+    beside ``baseline`` on the leaderboard and pass for it.
+    """
+    skeleton = name_skeleton(name)
+    for existing in Scanner.objects.values_list("name", flat=True).iterator():
+        if existing != name and name_skeleton(existing) == skeleton:
+            raise AuditRunError(
+                f"scanner: {name!r} looks like the existing scanner {existing!r}; "
+                "submit under that exact name or a clearly different one"
+            )
 
 
 def _submit_scanner_name(*, user: Any, scanner_name: str) -> str:
@@ -49,6 +65,7 @@ def _submit_scanner_name(*, user: Any, scanner_name: str) -> str:
                 f"scanner: {name!r} may only hold letters, digits, spaces and . _ - + @ ( ),"
                 " starting with a letter or digit"
             )
+        _refuse_look_alike_scanner(name)
         return name
     if getattr(user, "is_staff", False):
         return name
@@ -134,11 +151,17 @@ def _check_daily_quota(user: Any) -> None:
         raise AuditQuotaExceeded(f"submissions: {quota.exceeded_message}", quota=quota)
 
 
+def _max_findings() -> int | None:
+    """``AUDIT_MAX_FINDINGS``: the most findings one submission may hold (``None``: no cap)."""
+    cap = _setting("AUDIT_MAX_FINDINGS", 2000)
+    return None if cap is None else int(cap)
+
+
 def _submit_findings(
     data: Any, *, where: str, repo: Repo
 ) -> tuple[list[ScanRecord], dict[str, Any]]:
     try:
-        findings, metadata = parse_scan(data)
+        findings, metadata = parse_scan(data, max_findings=_max_findings())
     except ParseError as exc:
         message = str(exc)
         # A body's problem with its "findings" key is already named by the field.

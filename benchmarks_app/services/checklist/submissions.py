@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.db import transaction
 
 from benchmarks_app.models import (
@@ -91,6 +92,11 @@ def checklist_submission_create(
     ):
         raise NotAllowed(f"You are not a member of team {team.name}.")
     _check_combination(files)
+    # Checked before extraction too (the locked check below is the one that counts): a team
+    # with nothing left spends no worker time on reading its files.
+    quota = checklist_quota(team=team)
+    if quota.remaining <= 0:
+        raise QuotaExceeded(quota.exceeded_message, quota=quota)
     extracted: dict[str, tuple[PaperUpload, ExtractedPaper]] = {}
     for paper_kind in (PaperKind.GENUINE, PaperKind.ADVERSARIAL, PaperKind.TRUTH):
         upload = files.get(paper_kind)
@@ -156,19 +162,26 @@ def _paper_create(
     )
     if upload is not None:
         paper.file.save(upload.name, ContentFile(upload.data), save=False)
-    paper.save()
-    ChecklistAnswer.objects.bulk_create(
-        [
-            ChecklistAnswer(
-                paper=paper,
-                question=questions[a.number],
-                answer=a.answer,
-                raw_answer=a.raw_answer[:100],
-                justification=a.justification,
-            )
-            for a in extracted.answers
-        ]
-    )
+    try:
+        paper.save()
+        ChecklistAnswer.objects.bulk_create(
+            [
+                ChecklistAnswer(
+                    paper=paper,
+                    question=questions[a.number],
+                    answer=a.answer,
+                    raw_answer=a.raw_answer[:100],
+                    justification=a.justification,
+                )
+                for a in extracted.answers
+            ]
+        )
+    except Exception:
+        # The file was written before its row: a row that could not be stored takes its
+        # file with it (the caller deletes the files of the papers stored before this one).
+        if paper.file:
+            paper.file.delete(save=False)
+        raise
     return paper
 
 
@@ -219,12 +232,25 @@ def checklist_submission_assess(
     )
 
 
+def _files_delete(names: list[str]) -> None:
+    for name in names:
+        default_storage.delete(name)
+
+
 @transaction.atomic
 def checklist_submission_discard(*, submission: ChecklistSubmission) -> None:
-    """Withdraw a submission that was extracted but not assessed: it stops counting."""
+    """Withdraw a submission that was extracted but not assessed; its papers' files are deleted.
+
+    It frees its slot of the total quota but still counts on the day it was uploaded (see
+    ``checklist_quota``). The files go once the withdrawal commits, so a rollback keeps them.
+    """
     locked = ChecklistSubmission.objects.select_for_update().get(pk=submission.pk)
     if locked.status != SubmissionStatus.EXTRACTED:
         raise NotAllowed("Only a submission that has not been assessed can be withdrawn.")
     locked.status = SubmissionStatus.FAILED
-    locked.error = "Withdrawn by the team before assessment."
+    locked.error = "Withdrawn by the team before assessment; its files were deleted."
     locked.save(update_fields=["status", "error", "updated_at"])
+    papers = Paper.objects.filter(submission=locked).exclude(file="")
+    names = [str(name) for name in papers.values_list("file", flat=True)]
+    papers.update(file="")
+    transaction.on_commit(lambda: _files_delete(names))

@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 
 from benchmarks_app.models import Challenge, Membership, Team
 from benchmarks_app.services.checklist.errors import ChecklistSubmissionError, TeamError
+from scoring.names import is_invisible, name_skeleton
 
 
 @transaction.atomic
@@ -80,7 +81,13 @@ def team_create(*, user: Any, challenge: Challenge, name: str) -> Team:
         "that team for its invite code.",
         field="name",
     )
-    if Team.objects.filter(challenge=challenge, name__iexact=name).exists():
+    if any(is_invisible(ch) for ch in name):
+        raise TeamError("The team name contains invisible or control characters.", field="name")
+    # Look-alikes are one name: "Deceivers" spelt with a Cyrillic e (U+0435) would pass for
+    # the real "Deceivers".
+    skeleton = name_skeleton(name)
+    names = Team.objects.filter(challenge=challenge).values_list("name", flat=True)
+    if any(name_skeleton(existing) == skeleton for existing in names.iterator()):
         raise taken
     try:
         with transaction.atomic():

@@ -11,6 +11,7 @@ import unicodedata
 from typing import Any
 
 from benchmarks_app.models import ProbeSuite, ResponseSubmission
+from scoring.names import is_invisible, name_skeleton
 from scoring.probes.io import ProbeFormatError
 
 
@@ -34,10 +35,6 @@ class ProbeOwnershipError(ProbeFormatError, PermissionError):
         return f"{self.field}: {self.message}"
 
 
-# Unicode control, format (zero-width), private-use and surrogate characters.
-INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs"})
-
-
 def model_name_normalize(*, model_name: str, source: str) -> str:
     """The model name as it is stored; a :class:`ProbeFormatError` naming ``source`` if unusable.
 
@@ -48,7 +45,7 @@ def model_name_normalize(*, model_name: str, source: str) -> str:
     model_name = "".join("-" if unicodedata.category(ch) == "Pd" else ch for ch in model_name)
     if not model_name:
         raise ProbeFormatError(source, ["field 'model': a model name is required"])
-    if any(unicodedata.category(ch) in INVISIBLE_CATEGORIES for ch in model_name):
+    if any(is_invisible(ch) for ch in model_name):
         # Zero-width or control characters make a name that looks like another model's.
         raise ProbeFormatError(
             source, ["field 'model': the name contains invisible or control characters"]
@@ -71,9 +68,13 @@ def model_name_refusal(*, suite: ProbeSuite, model_name: str, owner: Any) -> str
         return "sign in to submit responses"
     if getattr(owner, "is_staff", False):
         return None
-    # Case-insensitive: "GPT-4" next to the curators' "gpt-4" would pass for their row.
+    # Look-alikes are one name: "GPT-4", or "gpt-4" spelt with a Cyrillic p (U+0440), next
+    # to the curators' "gpt-4" would pass for their row (see scoring.names).
+    skeleton = name_skeleton(model_name)
+    names = ResponseSubmission.objects.filter(suite=suite).values_list("model_name", flat=True)
+    look_alikes = {n for n in names.distinct() if name_skeleton(n) == skeleton}
     first = (
-        ResponseSubmission.objects.filter(suite=suite, model_name__iexact=model_name)
+        ResponseSubmission.objects.filter(suite=suite, model_name__in=look_alikes)
         .order_by("pk")
         .values("owner_id")
         .first()

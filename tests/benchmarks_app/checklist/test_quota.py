@@ -28,25 +28,30 @@ def _submit(m, genuine_tex) -> ChecklistSubmission:  # type: ignore[no-untyped-d
 def test_daily_limit_then_failed_submissions_do_not_count(genuine_tex) -> None:
     m = MembershipFactory(team__challenge__daily_limit=2, team__challenge__total_limit=10)
     first = _submit(m, genuine_tex)
-    _submit(m, genuine_tex)
-    with pytest.raises(QuotaExceeded, match="used its 2 submissions for today") as info:
-        _submit(m, genuine_tex)
-    assert info.value.quota.remaining == 0
     # A refused file (extraction error) stores nothing and costs nothing.
     with pytest.raises(ChecklistSubmissionError, match="genuine paper"):
         checklist_submission_create(
             team=m.team, user=m.user, files={"G": PaperUpload("bad.tex", b"no checklist")}
         )
-    assert ChecklistSubmission.objects.filter(team=m.team).count() == 2
-    checklist_submission_discard(submission=first)
-    assert checklist_quota(team=m.team).remaining_today == 1
     _submit(m, genuine_tex)
+    with pytest.raises(QuotaExceeded, match="used its 2 submissions for today") as info:
+        _submit(m, genuine_tex)
+    assert info.value.quota.remaining == 0
+    assert ChecklistSubmission.objects.filter(team=m.team).count() == 2
+    # A withdrawal frees its slot of the total, not today's (submit-then-withdraw would
+    # otherwise allow any number of uploads a day).
+    checklist_submission_discard(submission=first)
+    quota = checklist_quota(team=m.team)
+    assert (quota.used_today, quota.used_total, quota.remaining_today) == (2, 1, 0)
+    with pytest.raises(QuotaExceeded):
+        _submit(m, genuine_tex)
     # Yesterday's submissions count towards the total only.
     ChecklistSubmission.objects.filter(team=m.team).update(
         created_at=timezone.now() - timedelta(days=1)
     )
+    _submit(m, genuine_tex)
     quota = checklist_quota(team=m.team)
-    assert (quota.used_today, quota.used_total, quota.remaining_total) == (0, 2, 8)
+    assert (quota.used_today, quota.used_total, quota.remaining_total) == (1, 2, 8)
 
 
 @pytest.mark.django_db
@@ -65,11 +70,13 @@ def test_total_limit_and_settings_fallback(genuine_tex, settings) -> None:
 
 
 @pytest.mark.django_db
-def test_failed_assessment_does_not_count(genuine_tex) -> None:
-    m = MembershipFactory(team__challenge__daily_limit=1)
+def test_failed_without_a_run_frees_the_total_slot_only(genuine_tex) -> None:
+    m = MembershipFactory(team__challenge__daily_limit=1, team__challenge__total_limit=5)
     sub = _submit(m, genuine_tex)
     ChecklistSubmission.objects.filter(pk=sub.pk).update(status=SubmissionStatus.FAILED)
-    assert checklist_quota(team=m.team).remaining == 1
+    quota = checklist_quota(team=m.team)
+    assert (quota.used_today, quota.used_total, quota.remaining_total) == (1, 0, 5)
+    assert quota.remaining == 0
 
 
 @pytest.mark.django_db(transaction=True)

@@ -105,14 +105,14 @@ def test_a_crashed_assessment_keeps_the_slot(
         _submit(m, genuine_tex)
 
 
-def test_withdrawn_before_assessment_frees_the_slot(genuine_tex) -> None:
+def test_withdrawn_before_assessment_frees_the_total_slot_not_the_day(genuine_tex) -> None:
     m = MembershipFactory(team__challenge__daily_limit=1, team__challenge__total_limit=10)
     sub = _submit(m, genuine_tex)
     assert checklist_quota(team=m.team).remaining == 0
     checklist_submission_discard(submission=sub)
     sub.refresh_from_db()
     assert sub.status == SubmissionStatus.FAILED and not sub.runs.exists()
-    assert checklist_quota(team=m.team).remaining == 1
-    second = _submit(m, genuine_tex)
-    assert second.pk != sub.pk
-    assert checklist_quota(team=m.team).remaining == 0
+    quota = checklist_quota(team=m.team)
+    assert (quota.used_today, quota.used_total, quota.remaining) == (1, 0, 0)
+    with pytest.raises(QuotaExceeded, match="withdrawn submission counts"):
+        _submit(m, genuine_tex)
