@@ -78,15 +78,8 @@ class FailureCause:
 
 
 def summarize(reasons: Iterable[str]) -> list[FailureCause]:
-    """Distinct causes, most frequent first."""
-    counts: Counter[tuple[str, str]] = Counter()
-    for reason in reasons:
-        if reason:
-            counts[(kind_of(reason), _message(reason))] += 1
-    return [
-        FailureCause(kind=k, message=m, count=n, advice=ADVICE[k])
-        for (k, m), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    ]
+    """Distinct causes, most frequent first; ``count`` counts reasons."""
+    return summarize_items([reason] for reason in reasons)
 
 
 def headline(causes: list[FailureCause], failed_items: int) -> str:
