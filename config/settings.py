@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_q",
+    "simple_history",
     "benchmarks_app",
 ]
 
@@ -46,6 +47,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Records who made an admin change in the truth, rule and question histories.
+    "simple_history.middleware.HistoryRequestMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into the lockout answer.
     "axes.middleware.AxesMiddleware",
@@ -164,6 +167,18 @@ JUDGE_SEED: int | None = (
 JUDGE_PROBE = envparse.env_bool(ENV, "JUDGE_PROBE", True)
 JUDGE_BACKOFF_BASE_S = envparse.env_float(ENV, "JUDGE_BACKOFF_BASE_S", 1.0)
 JUDGE_BACKOFF_MAX_S = envparse.env_float(ENV, "JUDGE_BACKOFF_MAX_S", 30.0)
+# A judge that keeps failing with transient errors (outage, 5xx, timeouts, rate limits) is
+# waited for this long, one probe call at a time, before its run pauses as "waiting for judge".
+JUDGE_OUTAGE_PATIENCE_S = envparse.env_float(ENV, "JUDGE_OUTAGE_PATIENCE_S", 300.0)
+# Run leases: a worker renews its piece's lease every RUN_LEASE_S / 3 seconds; the sweeper
+# (a django-q2 schedule every RUN_SWEEP_S seconds) re-queues pieces whose lease expired and
+# queued pieces whose task has been lost, so a dead worker's run resumes by itself within
+# about RUN_LEASE_S + RUN_SWEEP_S.
+RUN_LEASE_S = envparse.env_int(ENV, "RUN_LEASE_S", 60, minimum=3)
+RUN_SWEEP_S = envparse.env_int(ENV, "RUN_SWEEP_S", 30, minimum=1)
+# A queued piece not picked up this long after its task was sent, and whose task is no longer
+# waiting in the broker, is sent again (a second delivery is harmless: the claim refuses it).
+RUN_PICKUP_GRACE_S = envparse.env_int(ENV, "RUN_PICKUP_GRACE_S", 30, minimum=1)
 
 # Audit submissions by participants: the paid judge is opt-in, and submissions are limited.
 AUDIT_PARTICIPANT_OPENAI = envparse.env_bool(ENV, "AUDIT_PARTICIPANT_OPENAI", False)
@@ -240,5 +255,13 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": ENV.get("LOG_LEVEL", "INFO")},
     # django-q logs every task at INFO; keep warnings and errors only.
-    "loggers": {"django": {"level": "INFO"}, "django-q": {"level": "WARNING"}},
+    # django-q logs every task at INFO, and the HTTP clients one line per judge call: keep
+    # their warnings and errors only (LOG_LEVEL=DEBUG on "httpx" brings the calls back).
+    "loggers": {
+        "django": {"level": "INFO"},
+        "django-q": {"level": "WARNING"},
+        "httpx": {"level": ENV.get("HTTP_LOG_LEVEL", "WARNING")},
+        "httpcore": {"level": "WARNING"},
+        "openai": {"level": "WARNING"},
+    },
 }

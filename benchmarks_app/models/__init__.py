@@ -44,12 +44,12 @@ from benchmarks_app.models.probes import (
     ResponseSubmission,
     RuleKind,
 )
+from benchmarks_app.models.judging import JudgeCacheEntry, JudgeCall, JudgeCallStatus
 from benchmarks_app.models.runs import (
     Benchmark,
     EvaluationRun,
-    JudgeCacheEntry,
-    JudgeCall,
-    JudgeCallStatus,
+    PieceStatus,
+    RunPiece,
     RunStatus,
 )
 
@@ -78,6 +78,7 @@ __all__ = [
     "Membership",
     "Paper",
     "PaperKind",
+    "PieceStatus",
     "PatternRule",
     "Probe",
     "ProbeCaseResult",
@@ -88,6 +89,7 @@ __all__ = [
     "Response",
     "ResponseSubmission",
     "RuleKind",
+    "RunPiece",
     "RunStatus",
     "ScanFinding",
     "ScanResult",

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -22,9 +24,11 @@ class RunStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    # The judge stayed down past JUDGE_OUTAGE_PATIENCE_S; the sweeper re-queues the run.
+    WAITING = "waiting", "Waiting for judge"
 
 
-ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
 
 
 class EvaluationRunQuerySet(models.QuerySet["EvaluationRun"]):
@@ -114,51 +118,53 @@ class EvaluationRun(TimeStampedModel):
         return (end - self.started_at).total_seconds()
 
 
-class JudgeCallStatus(models.TextChoices):
-    OK = "ok", "OK"
-    CACHED = "cached", "Cached"
-    INVALID = "invalid", "Invalid verdict"
-    TRUNCATED = "truncated", "Answer cut at the bound"
-    ERROR = "error", "Error"
+class PieceStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    WAITING = "waiting", "Waiting for judge"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
 
 
-class JudgeCall(AppendOnlyModel):
-    """Ledger of every judge call: what it cost and how it ended."""
+class RunPieceQuerySet(models.QuerySet["RunPiece"]):
+    def unfinished(self) -> RunPieceQuerySet:
+        return self.exclude(status__in=[PieceStatus.DONE, PieceStatus.FAILED])
 
-    run = models.ForeignKey(
-        EvaluationRun, null=True, blank=True, on_delete=models.CASCADE, related_name="judge_calls"
-    )
-    judge = models.CharField(max_length=300)
-    model = models.CharField(max_length=200, blank=True)
-    prompt_hash = models.CharField(max_length=64, db_index=True)
-    vote_number = models.PositiveSmallIntegerField(default=0)
-    attempt = models.PositiveSmallIntegerField(default=1)
-    latency_ms = models.FloatField(default=0)
-    tokens_in = models.PositiveIntegerField(default=0)
-    tokens_out = models.PositiveIntegerField(default=0)
-    status = models.CharField(max_length=10, choices=JudgeCallStatus.choices, db_index=True)
-    error = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
+    def lease_expired(self, now: Any = None) -> RunPieceQuerySet:
+        return self.filter(
+            status=PieceStatus.RUNNING, lease_expires_at__lt=now or timezone.now()
+        )
 
 
-class JudgeCacheEntry(models.Model):
-    """Verdicts keyed on judge, model, prompt version, prompt text and vote number.
+class RunPiece(models.Model):
+    """One queue task's share of a run (an audit repo; the whole run for the other benchmarks).
 
-    Only successful, valid verdicts are stored: errors are never cached.
+    A worker holds a piece under a lease that a timer renews; ``attempt`` is the fencing token:
+    every write for the piece checks it, so a worker whose lease was taken over cannot write
+    over the new owner. The run ends when its last piece does.
     """
 
-    key = models.CharField(max_length=64, unique=True)
-    judge = models.CharField(max_length=300)
-    model = models.CharField(max_length=200, blank=True)
-    prompt_version = models.CharField(max_length=50)
-    vote_number = models.PositiveSmallIntegerField(default=0)
-    response = models.JSONField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="pieces")
+    key = models.CharField(max_length=200, blank=True, help_text="Repo project id, or empty.")
+    status = models.CharField(
+        max_length=10, choices=PieceStatus.choices, default=PieceStatus.QUEUED, db_index=True
+    )
+    attempt = models.PositiveIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    worker = models.CharField(max_length=200, blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    objects = RunPieceQuerySet.as_manager()
 
     class Meta:
-        verbose_name_plural = "judge cache entries"
+        ordering = ["run_id", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="run_piece_unique_key"),
+        ]
 
     def __str__(self) -> str:
-        return f"{self.judge}/{self.model} vote {self.vote_number} ({self.key[:12]})"
+        return f"run #{self.run_id} piece {self.key or '-'} ({self.status}, attempt {self.attempt})"

@@ -1,0 +1,62 @@
+"""The judge's ledger and verdict cache (shared by the three benchmarks)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from benchmarks_app.models.common import AppendOnlyModel
+from benchmarks_app.models.runs import EvaluationRun
+
+
+class JudgeCallStatus(models.TextChoices):
+    OK = "ok", "OK"
+    CACHED = "cached", "Cached"
+    INVALID = "invalid", "Invalid verdict"
+    TRUNCATED = "truncated", "Answer cut at the bound"
+    ERROR = "error", "Error"
+    # Written before the request; completed after it. A call still pending when its worker
+    # died is marked lost when the run is picked up again.
+    PENDING = "pending", "In flight"
+    LOST = "lost", "Lost with its worker"
+
+
+class JudgeCall(AppendOnlyModel):
+    """Ledger of every judge call: what it cost and how it ended."""
+
+    run = models.ForeignKey(
+        EvaluationRun, null=True, blank=True, on_delete=models.CASCADE, related_name="judge_calls"
+    )
+    judge = models.CharField(max_length=300)
+    model = models.CharField(max_length=200, blank=True)
+    prompt_hash = models.CharField(max_length=64, db_index=True)
+    vote_number = models.PositiveSmallIntegerField(default=0)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    latency_ms = models.FloatField(default=0)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=JudgeCallStatus.choices, db_index=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+
+class JudgeCacheEntry(models.Model):
+    """Verdicts keyed on judge, model, prompt version, prompt text and vote number.
+
+    Only successful, valid verdicts are stored: errors are never cached.
+    """
+
+    key = models.CharField(max_length=64, unique=True)
+    judge = models.CharField(max_length=300)
+    model = models.CharField(max_length=200, blank=True)
+    prompt_version = models.CharField(max_length=50)
+    vote_number = models.PositiveSmallIntegerField(default=0)
+    response = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "judge cache entries"
+
+    def __str__(self) -> str:
+        return f"{self.judge}/{self.model} vote {self.vote_number} ({self.key[:12]})"
