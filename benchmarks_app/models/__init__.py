@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from benchmarks_app.models.audit import (
+    AuditDataset,
     AuditRepoResult,
     AuditRunScan,
     AuditTruthResult,
@@ -11,6 +12,7 @@ from benchmarks_app.models.audit import (
     ScanFinding,
     Scanner,
     ScanResult,
+    DatasetRelease,
     TruthFinding,
 )
 from benchmarks_app.models.checklist import (
@@ -44,7 +46,12 @@ from benchmarks_app.models.probes import (
     ResponseSubmission,
     RuleKind,
 )
-from benchmarks_app.models.judging import JudgeCacheEntry, JudgeCall, JudgeCallStatus
+from benchmarks_app.models.judging import (
+    JudgeCacheEntry,
+    JudgeCall,
+    JudgeCallStatus,
+    JudgeInFlight,
+)
 from benchmarks_app.models.runs import (
     Benchmark,
     EvaluationRun,
@@ -58,6 +65,7 @@ __all__ = [
     "AnswerChoice",
     "AppendOnlyError",
     "AssessmentStatus",
+    "AuditDataset",
     "AuditRepoResult",
     "AuditRunScan",
     "AuditTruthResult",
@@ -68,12 +76,14 @@ __all__ = [
     "ChecklistQuestion",
     "ChecklistScore",
     "ChecklistSubmission",
+    "DatasetRelease",
     "EvaluationRun",
     "ExpectedBehaviour",
     "HumanLabel",
     "JudgeCacheEntry",
     "JudgeCall",
     "JudgeCallStatus",
+    "JudgeInFlight",
     "MatchOutcome",
     "Membership",
     "Paper",

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Count, Q
+from simple_history.models import HistoricalRecords
 
 from benchmarks_app.models.common import (
     QA_SEVERITIES,
@@ -52,6 +53,11 @@ class Repo(TimeStampedModel):
         return self.project_id
 
 
+class TruthFindingQuerySet(models.QuerySet["TruthFinding"]):
+    def current(self) -> TruthFindingQuerySet:
+        return self.filter(is_current=True)
+
+
 class TruthFinding(TimeStampedModel):
     repo = models.ForeignKey(Repo, on_delete=models.CASCADE, related_name="truth_findings")
     finding_id = models.CharField(max_length=200)
@@ -62,12 +68,26 @@ class TruthFinding(TimeStampedModel):
     description = models.TextField(blank=True)
     category = models.CharField(max_length=100, blank=True)
     contracts = models.JSONField(default=list, blank=True)
+    # A truth finding frozen in a published release never changes: a curation edit makes a
+    # new version (``supersedes`` the old one) that only later releases contain.
+    is_current = models.BooleanField(default=True, db_index=True)
+    supersedes = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="superseded_by"
+    )
+    # Fields a maintainer changed in the admin since the last import (kept on re-import).
+    edited_fields = models.JSONField(default=list, blank=True)
+
+    history = HistoricalRecords()
+
+    objects = TruthFindingQuerySet.as_manager()
 
     class Meta:
         ordering = ["repo", "order", "id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["repo", "finding_id"], name="uniq_truth_finding_per_repo"
+                fields=["repo", "finding_id"],
+                condition=Q(is_current=True),
+                name="uniq_current_truth_finding_per_repo",
             ),
         ]
 
@@ -133,6 +153,9 @@ class ScanResult(TimeStampedModel):
     )
     source_name = models.CharField(max_length=300, blank=True)
     raw_metadata = models.JSONField(default=dict, blank=True)
+    declared_empty = models.BooleanField(
+        default=False, help_text="The participant said the tool found nothing in this repo."
+    )
 
     objects = ScanResultQuerySet.as_manager()
 
@@ -298,3 +321,44 @@ class AuditRunScan(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"run #{self.run_id}: {self.scan_result}"
+
+
+class AuditDataset(TimeStampedModel):
+    """A named set of repos (e.g. ``auditagent-2025-08``) whose truth is frozen in releases."""
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    repos = models.ManyToManyField(Repo, blank=True, related_name="datasets")
+    official_release = models.ForeignKey(
+        "DatasetRelease", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    official_judge = models.CharField(
+        max_length=300, blank=True, help_text="The judge whose board the site shows first."
+    )
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class DatasetRelease(TimeStampedModel):
+    """``SLUG@N``: the truth findings of a dataset's repos, frozen once published."""
+
+    dataset = models.ForeignKey(AuditDataset, on_delete=models.CASCADE, related_name="releases")
+    number = models.PositiveIntegerField()
+    is_published = models.BooleanField(default=False)
+    published_at = models.DateTimeField(null=True, blank=True)
+    notes = models.TextField(blank=True)
+    truth_findings = models.ManyToManyField(TruthFinding, blank=True, related_name="releases")
+
+    class Meta:
+        ordering = ["dataset", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "number"], name="uniq_release_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dataset.slug}@{self.number}"

@@ -8,6 +8,7 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
 
@@ -19,6 +20,9 @@ class ChecklistQuestion(models.Model):
     title = models.CharField(max_length=200)
     question = models.TextField()
     guidelines = models.TextField(blank=True)
+
+    # Every curation change, with who made it, shown in the admin.
+    history = HistoricalRecords()
 
     class Meta:
         ordering = ["number"]
@@ -285,6 +289,9 @@ class ChecklistScore(AppendOnlyModel):
     c_t = models.FloatField()
     r = models.FloatField()
     s = models.FloatField(db_index=True)
+    # 95% bootstrap interval of S (resampling questions), computed when the run ends:
+    # {"metric", "low", "high", "level", "resamples", "seed"}.
+    ci = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-s"]

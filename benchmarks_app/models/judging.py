@@ -36,6 +36,9 @@ class JudgeCall(AppendOnlyModel):
     tokens_out = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=10, choices=JudgeCallStatus.choices, db_index=True)
     error = models.TextField(blank=True)
+    # The lease that made the call ("<piece id>:<attempt>"): pending calls of a lease that
+    # was taken over are marked lost.
+    holder = models.CharField(max_length=100, blank=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -60,3 +63,19 @@ class JudgeCacheEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge}/{self.model} vote {self.vote_number} ({self.key[:12]})"
+
+
+class JudgeInFlight(models.Model):
+    """A question being asked right now: others needing the same answer wait for it.
+
+    One row per cache key while its call is in flight (single-flight across processes and
+    machines); a row past ``expires_at`` belongs to a dead asker and may be taken over.
+    """
+
+    key = models.CharField(max_length=64, unique=True)
+    holder = models.CharField(max_length=100, blank=True)
+    expires_at = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]} held by {self.holder or '?'}"

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
 from scoring.probes.rules import RuleError, validate_rule_regex
@@ -116,6 +117,9 @@ class PatternRule(TimeStampedModel):
     active = models.BooleanField(default=True, db_index=True)
     description = models.TextField(blank=True)
 
+    # Every curation change, with who made it, shown in the admin.
+    history = HistoricalRecords()
+
     objects = PatternRuleQuerySet.as_manager()
 
     class Meta:
@@ -202,3 +206,6 @@ class ProbeRunReport(AppendOnlyModel):
     pass_rate = models.FloatField(null=True)
     severity_weighted_pass_rate = models.FloatField(null=True)
     high_stakes_failure_rate = models.FloatField(null=True)
+    # 95% bootstrap interval of the ranking metric (resampling probes), computed at the end
+    # of the run: {"metric", "low", "high", "level", "resamples", "seed"}.
+    ci = models.JSONField(null=True, blank=True)

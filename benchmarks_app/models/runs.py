@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from benchmarks_app.models.audit import Repo, Scanner
+from benchmarks_app.models.audit import DatasetRelease, Repo, Scanner
 from benchmarks_app.models.checklist import ChecklistSubmission
 from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
 from benchmarks_app.models.probes import ResponseSubmission
@@ -51,6 +51,10 @@ class EvaluationRun(TimeStampedModel):
         Scanner, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
     )
     repos = models.ManyToManyField(Repo, blank=True, related_name="runs")
+    # The frozen truth an audit run judged (empty for runs made before releases existed).
+    release = models.ForeignKey(
+        DatasetRelease, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     probe_submission = models.ForeignKey(
         ResponseSubmission, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
     )
