@@ -19,6 +19,17 @@ def _install_default_probe_rules(sender: AppConfig, **kwargs: Any) -> None:
     pattern_rules_install_defaults()
 
 
+def _install_queue_support(sender: AppConfig, **kwargs: Any) -> None:
+    """The sweeper's schedule and the table where clusters publish that they are alive."""
+    from django.core.management import call_command
+
+    from benchmarks_app.services.sweeper import sweep_schedule_ensure
+
+    using = kwargs.get("using", "default")
+    call_command("createcachetable", database=using, verbosity=0)
+    sweep_schedule_ensure()
+
+
 class BenchmarksAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "benchmarks_app"
@@ -32,4 +43,7 @@ class BenchmarksAppConfig(AppConfig):
         checks.register(check_static_manifest)
         post_migrate.connect(
             _install_default_probe_rules, sender=self, dispatch_uid="install_default_probe_rules"
+        )
+        post_migrate.connect(
+            _install_queue_support, sender=self, dispatch_uid="install_queue_support"
         )

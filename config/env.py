@@ -163,7 +163,9 @@ def q_cluster(env: Mapping[str, str]) -> dict[str, Any]:
         "timeout": timeout,
         "retry": retry,
         "max_attempts": env_int(env, "Q_MAX_ATTEMPTS", 3, minimum=1),
-        "queue_limit": 50,
+        # A cluster prefetches at most one task beyond those its workers run, so an idle
+        # cluster elsewhere gets the next one; the sweeper resends what a busy cluster holds.
+        "queue_limit": 1,
         "bulk": 1,
         "save_limit": 1000,
         "catch_up": False,
@@ -176,4 +178,7 @@ def q_cluster(env: Mapping[str, str]) -> dict[str, Any]:
     else:
         cluster["orm"] = "default"
         cluster["poll"] = 0.5
+        # Cluster stats (who is alive) must be shared between processes: a database cache
+        # (Redis keeps them itself). See CACHES in settings.
+        cluster["cache"] = "queue_stats"
     return cluster

@@ -34,9 +34,10 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # Before django_q: its `qcluster` command is replaced by one that stops on SIGTERM.
+    "benchmarks_app",
     "django_q",
     "simple_history",
-    "benchmarks_app",
 ]
 
 MIDDLEWARE = [
@@ -138,6 +139,15 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # Queue (django-q2): ORM broker by default, Redis when REDIS_URL is set.
 Q_CLUSTER = envparse.q_cluster(ENV)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # Where qcluster processes publish that they are alive (ORM broker only; the table is
+    # created after every migrate).
+    "queue_stats": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "evalplatform_queue_stats",
+    },
+}
 
 # Judges: offline (deterministic, no network) unless an API key is configured.
 OPENAI_API_KEY = ENV.get("OPENAI_API_KEY", "")
@@ -171,11 +181,11 @@ JUDGE_BACKOFF_MAX_S = envparse.env_float(ENV, "JUDGE_BACKOFF_MAX_S", 30.0)
 # waited for this long, one probe call at a time, before its run pauses as "waiting for judge".
 JUDGE_OUTAGE_PATIENCE_S = envparse.env_float(ENV, "JUDGE_OUTAGE_PATIENCE_S", 300.0)
 # Run leases: a worker renews its piece's lease every RUN_LEASE_S / 3 seconds; the sweeper
-# (a django-q2 schedule every RUN_SWEEP_S seconds) re-queues pieces whose lease expired and
+# (a django-q2 schedule every RUN_SWEEP_S seconds, rounded to whole minutes) re-queues pieces whose lease expired and
 # queued pieces whose task has been lost, so a dead worker's run resumes by itself within
 # about RUN_LEASE_S + RUN_SWEEP_S.
 RUN_LEASE_S = envparse.env_int(ENV, "RUN_LEASE_S", 60, minimum=3)
-RUN_SWEEP_S = envparse.env_int(ENV, "RUN_SWEEP_S", 30, minimum=1)
+RUN_SWEEP_S = envparse.env_int(ENV, "RUN_SWEEP_S", 60, minimum=1)
 # A queued piece not picked up this long after its task was sent, and whose task is no longer
 # waiting in the broker, is sent again (a second delivery is harmless: the claim refuses it).
 RUN_PICKUP_GRACE_S = envparse.env_int(ENV, "RUN_PICKUP_GRACE_S", 30, minimum=1)

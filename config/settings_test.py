@@ -11,6 +11,9 @@ os.environ["Q_SYNC"] = "1"
 # The server probe adds one call per LLM run; tests that count judge calls would count it too.
 # Tests of the probe (and the real-server suite) switch it on.
 os.environ.setdefault("JUDGE_PROBE", "0")
+# Lease renewals write from a thread of their own; in-process tests end long before one is due
+# (tests of leases renew by hand).
+os.environ.setdefault("RUN_LEASE_S", "600")
 os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="evalplatform-media-"))
 
 from config.settings import *  # noqa: F403

@@ -16,6 +16,7 @@ from benchmarks_app.models import (
     JudgeCall,
     ProbeCaseResult,
     ProbeRunReport,
+    RunPiece,
     RunStatus,
 )
 from benchmarks_app.services import runs as run_services
@@ -34,8 +35,32 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class RunPieceInline(admin.TabularInline):
+    """Who holds each piece of the run (an audit repo, or the whole run) and until when."""
+
+    model = RunPiece
+    extra = 0
+    can_delete = False
+    fields = (
+        "key",
+        "status",
+        "attempt",
+        "worker",
+        "lease_expires_at",
+        "enqueued_at",
+        "started_at",
+        "finished_at",
+        "error",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(EvaluationRun)
 class EvaluationRunAdmin(admin.ModelAdmin):
+    inlines = [RunPieceInline]
     list_display = (
         "id",
         "benchmark",

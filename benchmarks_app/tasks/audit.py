@@ -1,11 +1,10 @@
-"""Queue entry point of the audit benchmark."""
+"""Queue entry point of the audit benchmark, kept for tasks queued before runs had pieces."""
 
 from __future__ import annotations
 
-from benchmarks_app.services.audit import audit_process_run
-from benchmarks_app.services.runs import process_run
+from benchmarks_app.services.runs import run_process_all
 
 
 def process_audit_run(run_id: int) -> None:
-    """Match a run's scanner findings against ground truth (resumable; see services.audit)."""
-    process_run(run_id=run_id, processor=audit_process_run)
+    """Process every piece of an audit run here (new runs send one task per repo instead)."""
+    run_process_all(run_id=run_id)

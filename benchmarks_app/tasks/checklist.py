@@ -1,11 +1,9 @@
-"""django-q2 entry point of checklist assessment runs."""
+"""Queue entry point of the checklist benchmark, kept for tasks queued before runs had pieces."""
 
 from __future__ import annotations
 
-from benchmarks_app.services.runs import process_run
+from benchmarks_app.services.runs import run_process_all
 
 
 def process_checklist_run(run_id: int) -> None:
-    from benchmarks_app.services.checklist import process_checklist
-
-    process_run(run_id=run_id, processor=process_checklist)
+    run_process_all(run_id=run_id)

@@ -1,10 +1,9 @@
-"""Queue entry point of the safety-probe benchmark."""
+"""Queue entry point of the probe benchmark, kept for tasks queued before runs had pieces."""
 
 from __future__ import annotations
 
-from benchmarks_app.services.probes import probe_run_process
-from benchmarks_app.services.runs import process_run
+from benchmarks_app.services.runs import run_process_all
 
 
 def process_probe_run(run_id: int) -> None:
-    process_run(run_id=run_id, processor=probe_run_process)
+    run_process_all(run_id=run_id)

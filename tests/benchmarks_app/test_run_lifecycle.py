@@ -1,4 +1,4 @@
-"""The run life cycle shared by all benchmarks: claim, finish, fail, resume, wait."""
+"""The run life cycle shared by all benchmarks: pieces, leases, fencing, finish, resume, wait."""
 
 from __future__ import annotations
 
@@ -6,38 +6,96 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
-from benchmarks_app.models import EvaluationRun, RunStatus
+from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
+from benchmarks_app.services import leases
 from benchmarks_app.services import runs as run_services
+from benchmarks_app.services.sweeper import runs_sweep
 
 pytestmark = pytest.mark.django_db
 
 
 def _run(**kwargs: Any) -> EvaluationRun:
-    return EvaluationRun.objects.create(benchmark="audit", judge="offline", **kwargs)
+    return EvaluationRun.objects.create(benchmark="probes", judge="rules", **kwargs)
 
 
-def test_a_run_is_claimed_once() -> None:
-    run = _run()
-    first = run_services.run_claim(run_id=run.pk)
-    second = run_services.run_claim(run_id=run.pk)
-    assert first is not None and first.status == RunStatus.RUNNING and first.attempts == 1
+def _piece(run: EvaluationRun, key: str = "", **kwargs: Any) -> RunPiece:
+    return RunPiece.objects.create(run=run, key=key, **kwargs)
+
+
+def test_a_piece_is_claimed_once() -> None:
+    piece = _piece(_run())
+    first = leases.piece_claim(piece_id=piece.pk)
+    second = leases.piece_claim(piece_id=piece.pk)
+    assert first is not None and first.status == PieceStatus.RUNNING and first.attempt == 1
+    assert first.lease_expires_at is not None and first.lease_expires_at > timezone.now()
     assert second is None
 
 
-def test_a_stale_running_run_can_be_claimed_again() -> None:
-    run = _run(status=RunStatus.RUNNING)
-    EvaluationRun.objects.filter(pk=run.pk).update(
-        updated_at=timezone.now() - run_services.STALE_AFTER - timedelta(seconds=5)
+def test_a_piece_whose_lease_expired_is_claimed_again_with_a_new_attempt() -> None:
+    piece = _piece(_run())
+    assert leases.piece_claim(piece_id=piece.pk) is not None
+    RunPiece.objects.filter(pk=piece.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    claimed = run_services.run_claim(run_id=run.pk)
-    assert claimed is not None and claimed.attempts == 1
+    again = leases.piece_claim(piece_id=piece.pk)
+    assert again is not None and again.attempt == 2
+
+
+def test_a_worker_whose_lease_was_taken_over_cannot_write() -> None:
+    run = _run()
+    piece = _piece(run)
+    old = leases.piece_claim(piece_id=piece.pk)
+    assert old is not None
+    RunPiece.objects.filter(pk=piece.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    new = leases.piece_claim(piece_id=piece.pk)
+    assert new is not None
+    run_services.run_set_total(run=run, total=5)
+    with leases.holding(old), pytest.raises(leases.LeaseLost):
+        run_services.run_advance(run=run, by=1)
+    with leases.holding(old), pytest.raises(leases.LeaseLost):
+        run_services.run_finish(run=run)
+    with leases.holding(new):
+        run_services.run_advance(run=run, by=2)
+    run.refresh_from_db()
+    assert run.progress_done == 2 and run.status == RunStatus.QUEUED
+    # The old holder cannot end the piece either.
+    assert leases.piece_end(piece=old, status=PieceStatus.DONE) is False
+    assert leases.piece_end(piece=new, status=PieceStatus.DONE) is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_fence_refuses_to_run_outside_a_transaction() -> None:
+    piece = _piece(_run())
+    held = leases.piece_claim(piece_id=piece.pk)
+    assert held is not None
+    with leases.holding(held), pytest.raises(RuntimeError):
+        leases.lease_fence()
+    with leases.holding(held), transaction.atomic():
+        leases.lease_fence()
+
+
+def test_the_keeper_renews_the_lease_and_notices_a_takeover() -> None:
+    run = _run()
+    piece = _piece(run)
+    held = leases.piece_claim(piece_id=piece.pk)
+    assert held is not None
+    RunPiece.objects.filter(pk=piece.pk).update(lease_expires_at=timezone.now())
+    keeper = leases.LeaseKeeper(held, lease_s=30)
+    assert keeper.renew() is True
+    piece.refresh_from_db()
+    assert piece.lease_expires_at is not None
+    assert piece.lease_expires_at > timezone.now() + timedelta(seconds=25)
+    RunPiece.objects.filter(pk=piece.pk).update(attempt=held.attempt + 1)
+    assert keeper.renew() is False
 
 
 def test_finish_with_failed_items_marks_the_run_failed_and_incomplete() -> None:
-    run = run_services.run_claim(run_id=_run().pk)
-    assert run is not None
+    run = _run()
     run_services.run_set_total(run=run, total=4)
     run_services.run_advance(run=run, by=3)
     finished = run_services.run_finish(run=run, failed_items=1)
@@ -47,7 +105,16 @@ def test_finish_with_failed_items_marks_the_run_failed_and_incomplete() -> None:
     assert "1 item(s) could not be judged" in finished.error
 
 
-def test_process_run_records_a_crash_and_resume_requeues_it() -> None:
+def _use_kind(monkeypatch: Any, process: Any) -> None:
+    monkeypatch.setattr(
+        run_services, "RUN_KINDS", {"probes": run_services.RunKind(process="x.process")}
+    )
+    monkeypatch.setattr(run_services, "import_string", lambda path: process)
+
+
+def test_a_crashed_piece_fails_the_run_and_resume_requeues_it(
+    monkeypatch: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     run = _run()
     seen: list[int] = []
 
@@ -55,35 +122,141 @@ def test_process_run_records_a_crash_and_resume_requeues_it() -> None:
         seen.append(r.pk)
         raise RuntimeError("worker lost its database connection")
 
+    _use_kind(monkeypatch, crashing)
+    (piece,) = run_services.run_pieces_prepare(run=run)
     with pytest.raises(RuntimeError):
-        run_services.process_run(run_id=run.pk, processor=crashing)
+        run_services.piece_process(piece_id=piece.pk)
     run.refresh_from_db()
+    piece.refresh_from_db()
     assert run.status == RunStatus.FAILED
     assert "worker lost its database connection" in run.error
+    assert piece.status == PieceStatus.FAILED
 
     def succeeding(r: EvaluationRun) -> None:
         seen.append(r.pk)
         run_services.run_finish(run=r)
 
-    resumed = run_services.run_resume(run=run)
-    assert resumed.status == RunStatus.QUEUED and resumed.error == ""
-    run_services.process_run(run_id=run.pk, processor=succeeding)
+    _use_kind(monkeypatch, succeeding)
+    # Q_SYNC: the re-sent piece runs when the resume commits.
+    with django_capture_on_commit_callbacks(execute=True):
+        resumed = run_services.run_resume(run=run)
+    assert resumed.error == ""
     run.refresh_from_db()
+    piece.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED and run.is_complete
     assert run.attempts == 2 and seen == [run.pk, run.pk]
+    assert piece.status == PieceStatus.DONE and piece.attempt == 2
 
 
-def test_succeeded_runs_do_not_resume() -> None:
-    run = _run(status=RunStatus.SUCCEEDED)
+def test_a_second_delivery_of_a_piece_does_nothing(monkeypatch: Any) -> None:
+    run = _run()
+    calls: list[int] = []
+    _use_kind(monkeypatch, lambda r: (calls.append(r.pk), run_services.run_finish(run=r)))
+    (piece,) = run_services.run_pieces_prepare(run=run)
+    run_services.piece_process(piece_id=piece.pk)
+    run_services.piece_process(piece_id=piece.pk)
+    run.refresh_from_db()
+    assert calls == [run.pk] and run.status == RunStatus.SUCCEEDED and run.attempts == 1
+
+
+def test_the_sweeper_requeues_an_expired_lease_and_the_run_finishes(
+    monkeypatch: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    run = _run(status=RunStatus.RUNNING)
+    piece = _piece(
+        run,
+        status=PieceStatus.RUNNING,
+        attempt=1,
+        worker="dead-host:1/2",
+        lease_expires_at=timezone.now() - timedelta(seconds=5),
+    )
+    _use_kind(monkeypatch, lambda r: run_services.run_finish(run=r))
+    report = runs_sweep()  # Q_SYNC: the re-sent task runs at once
+    run.refresh_from_db()
+    piece.refresh_from_db()
+    assert report.expired == [piece.pk]
+    assert piece.status == PieceStatus.DONE and piece.attempt == 2
+    assert run.status == RunStatus.SUCCEEDED
+
+
+def test_the_sweeper_leaves_live_leases_alone() -> None:
+    run = _run(status=RunStatus.RUNNING)
+    piece = _piece(
+        run,
+        status=PieceStatus.RUNNING,
+        attempt=1,
+        lease_expires_at=timezone.now() + timedelta(seconds=60),
+    )
+    report = runs_sweep()
+    piece.refresh_from_db()
+    assert report.expired == [] and piece.status == PieceStatus.RUNNING and piece.attempt == 1
+
+
+def test_the_sweeper_resends_a_queued_piece_whose_task_was_lost(monkeypatch: Any) -> None:
+    run = _run()
+    piece = _piece(
+        run,
+        status=PieceStatus.QUEUED,
+        task_id="gone",
+        enqueued_at=timezone.now() - timedelta(minutes=5),
+    )
+    _use_kind(monkeypatch, lambda r: run_services.run_finish(run=r))
+    report = runs_sweep()
+    run.refresh_from_db()
+    assert report.lost == [piece.pk]
+    assert run.status == RunStatus.SUCCEEDED
+
+
+def test_the_sweeper_ends_a_run_whose_pieces_all_ended() -> None:
+    run = _run(status=RunStatus.RUNNING)
+    _piece(run, status=PieceStatus.DONE, attempt=1)
+    report = runs_sweep()
+    run.refresh_from_db()
+    assert report.finished_runs == [run.pk]
+    assert run.status == RunStatus.SUCCEEDED
+
+
+def test_a_run_waiting_for_the_judge_resumes_by_itself(monkeypatch: Any) -> None:
+    run = _run(status=RunStatus.WAITING, error="Waiting for the judge: down")
+    piece = _piece(run, status=PieceStatus.WAITING, attempt=1)
+    _use_kind(monkeypatch, lambda r: run_services.run_finish(run=r))
+    report = runs_sweep()
+    run.refresh_from_db()
+    assert report.waiting == [piece.pk]
+    assert run.status == RunStatus.SUCCEEDED and run.error == ""
+
+
+def test_succeeded_and_held_runs_do_not_resume() -> None:
     with pytest.raises(run_services.RunNotResumable):
-        run_services.run_resume(run=run)
+        run_services.run_resume(run=_run(status=RunStatus.SUCCEEDED))
+    held = _run(status=RunStatus.RUNNING)
+    _piece(
+        held,
+        status=PieceStatus.RUNNING,
+        attempt=1,
+        lease_expires_at=timezone.now() + timedelta(seconds=60),
+    )
+    with pytest.raises(run_services.RunNotResumable):
+        run_services.run_resume(run=held)
 
 
-def test_an_ended_run_is_not_processed_again() -> None:
+def test_a_stalled_queued_run_can_be_resumed(django_capture_on_commit_callbacks: Any) -> None:
+    # A run whose task a killed cluster had already taken: queued, nothing in flight.
+    run = _run(status=RunStatus.QUEUED)
+    _piece(run, status=PieceStatus.QUEUED, enqueued_at=timezone.now() - timedelta(hours=1))
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        resumed = run_services.run_resume(run=run)
+    assert resumed.status == RunStatus.QUEUED and len(callbacks) == 1
+
+
+def test_an_ended_run_is_not_processed_again(monkeypatch: Any) -> None:
     run = _run(status=RunStatus.SUCCEEDED)
+    piece = _piece(run)
     called: list[int] = []
-    run_services.process_run(run_id=run.pk, processor=lambda r: called.append(r.pk))
-    assert called == []
+    _use_kind(monkeypatch, lambda r: called.append(r.pk))
+    run_services.piece_process(piece_id=piece.pk)
+    piece.refresh_from_db()
+    assert called == [] and piece.status == PieceStatus.FAILED
 
 
 def test_admin_actions_resume_failed_and_cancel_queued_runs(

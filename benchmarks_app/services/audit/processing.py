@@ -1,22 +1,22 @@
-"""Processing an audit run: the processor that the queue task calls.
+"""Processing an audit run: one queue task per repo (a run piece; see services.runs).
 
-The matching itself is :func:`scoring.audit.matching.match_repo` (async). The processor drives
-it with ``async_to_sync`` so that every ORM call made from inside the loop (through
+The matching itself is :func:`scoring.audit.matching.match_repo` (async). A piece drives it
+with ``async_to_sync`` so that every ORM call made from inside the loop (through
 ``sync_to_async(thread_sensitive=True)``: results, progress, cache, ledger) runs on the
-processor's own thread and connection. Repos are matched concurrently; judge calls are capped
-by ``JUDGE_CONCURRENCY``.
+processor's own thread and connection. Judge calls are capped by ``JUDGE_CONCURRENCY``. Every
+result write is fenced by the piece's lease (:func:`~benchmarks_app.services.leases.lease_fence`).
 
-Each truth finding's result is written as soon as it is known, so a crashed or failed run
+Each truth finding's result is written as soon as it is known, so a crashed or failed piece
 resumes where it stopped: truth findings with a final result are kept, judge-failed ones are
 judged again (new rows; the old ones stay as history), and repos with a complete result are
 skipped. Cached verdicts make the redone comparisons free. Within a repo, a judge failure
 stops the matching (see :mod:`scoring.audit.matching`): nothing is stored for the later truth
 findings, and the resumed run judges them in truth order, so its result is the one an
-uninterrupted run would have had.
+uninterrupted run would have had. The last repo to end ends the run (:func:`audit_run_finish`).
 
 A run judges the scan result versions that were current when it was created
-(:class:`AuditRunScan`); results imported later become new versions and never change what a
-run judged, also when it resumes.
+(:class:`AuditRunScan`), and the truth of its dataset release (:func:`run_truth_findings`);
+results imported later become new versions and never change what a run judged.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
+from django.db.models import QuerySet
 
 from benchmarks_app.models import (
     AuditRepoResult,
@@ -47,6 +49,7 @@ from benchmarks_app.services.judging import (
     llm_config_for_run,
     llm_config_probe,
 )
+from benchmarks_app.services.leases import current_lease, lease_fence
 from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
 from scoring.audit.judges import make_judge, parse_judge_spec
 from scoring.audit.judges.llm import OpenAIAuditJudge
@@ -102,6 +105,7 @@ def _save_outcome(
 ) -> None:
     scan = job.findings_by_index.get(outcome.scan_index) if outcome.scan_index is not None else None
     with transaction.atomic():
+        lease_fence()
         AuditTruthResult.objects.create(
             run=run,
             repo=job.repo,
@@ -118,6 +122,12 @@ def _save_outcome(
 
 
 def _save_repo_result(run: EvaluationRun, job: _RepoJob, match: RepoMatch) -> None:
+    with transaction.atomic():
+        lease_fence()
+        _create_repo_result(run, job, match)
+
+
+def _create_repo_result(run: EvaluationRun, job: _RepoJob, match: RepoMatch) -> None:
     metrics = repo_metrics(
         repo=job.repo.project_id,
         truth_severities=[t.severity for t in job.truths],
@@ -211,8 +221,27 @@ def run_scan_results(run: EvaluationRun, repos: Sequence[Repo]) -> dict[int, Sca
     return pinned
 
 
-def _jobs(run: EvaluationRun) -> list[_RepoJob]:
+def run_truth_findings(run: EvaluationRun) -> QuerySet[TruthFinding]:
+    """The truth a run judges: its release's frozen findings, or (older runs) the current ones."""
+    if run.release_id is not None:
+        return TruthFinding.objects.filter(releases=run.release_id, repo__in=run.repos.all())
+    return TruthFinding.objects.current().filter(repo__in=run.repos.all())
+
+
+def audit_run_plan(run: EvaluationRun) -> list[str]:
+    """One piece per repo still without a complete result (project ids, in order)."""
+    complete = AuditRepoResult.objects.filter(run=run, is_complete=True).values("repo_id")
+    return list(
+        run.repos.exclude(pk__in=complete).order_by("project_id").values_list(
+            "project_id", flat=True
+        )
+    )
+
+
+def _jobs(run: EvaluationRun, *, only: str | None = None) -> list[_RepoJob]:
     repos = list(run.repos.order_by("project_id"))
+    if only is not None:
+        repos = [r for r in repos if r.project_id == only]
     complete = set(
         AuditRepoResult.objects.filter(run=run, is_complete=True).values_list("repo_id", flat=True)
     )
@@ -221,11 +250,11 @@ def _jobs(run: EvaluationRun) -> list[_RepoJob]:
     for f in ScanFinding.objects.filter(scan_result__in=results.values()).order_by("index"):
         findings[f.scan_result_id].append(f)
     truths: dict[int, list[TruthFinding]] = defaultdict(list)
-    for t in TruthFinding.objects.filter(repo__in=repos).order_by("order", "id"):
+    for t in run_truth_findings(run).filter(repo__in=repos).order_by("order", "id"):
         truths[t.repo_id].append(t)
     done: dict[int, list[TruthOutcome]] = defaultdict(list)
     rows = (
-        AuditTruthResult.objects.filter(run=run)
+        AuditTruthResult.objects.filter(run=run, repo__in=repos)
         .exclude(outcome=MatchOutcome.JUDGE_FAILED)
         .select_related("scan_finding", "truth_finding")
     )
@@ -256,14 +285,34 @@ def _jobs(run: EvaluationRun) -> list[_RepoJob]:
     return jobs
 
 
-def audit_process_run(run: EvaluationRun) -> None:
-    """The processor for :func:`benchmarks_app.services.runs.process_run`."""
+def _progress_sync(run: EvaluationRun) -> int:
+    """Set the run's total and done counts from what is stored (pieces run concurrently)."""
+    total = run_truth_findings(run).count()
+    done = AuditTruthResult.objects.filter(run=run).exclude(
+        outcome=MatchOutcome.JUDGE_FAILED
+    ).values("truth_finding_id").distinct().count()
+    run_set_total(run=run, total=total, done=done)
+    return total
+
+
+def _ledger(run: EvaluationRun) -> LedgerRecorder:
+    held = current_lease()
+    if held is None:
+        return ledger_recorder(run)
+    try:
+        return ledger_recorder(run, holder=f"{held.piece_id}:{held.attempt}")  # type: ignore[call-arg]
+    except TypeError:  # TODO(lead): drop once the ledger takes holders
+        return ledger_recorder(run)
+
+
+def audit_process_piece(run: EvaluationRun, key: str) -> None:
+    """Match one repo of the run (a queue task of its own; see services.runs)."""
     cfg = run.judge_config or {}
-    jobs = _jobs(run)
-    total = TruthFinding.objects.filter(repo__in=run.repos.all()).count()
-    already = AuditTruthResult.objects.filter(run=run).exclude(outcome=MatchOutcome.JUDGE_FAILED)
-    run_set_total(run=run, total=total, done=already.count())
-    recorder = ledger_recorder(run)
+    jobs = _jobs(run, only=key)
+    _progress_sync(run)
+    if not jobs:
+        return
+    recorder = _ledger(run)
     judge = make_run_judge(run, recorder=recorder)
     register = getattr(judge, "register", None)
     if register is not None:
@@ -284,6 +333,11 @@ def audit_process_run(run: EvaluationRun) -> None:
         )
     finally:
         recorder.flush()
+
+
+def audit_run_finish(run: EvaluationRun) -> None:
+    """End the run once its last repo has ended: failed items make it a failed run."""
+    total = _progress_sync(run)
     judged = set(
         AuditTruthResult.objects.filter(run=run)
         .exclude(outcome=MatchOutcome.JUDGE_FAILED)
@@ -305,3 +359,21 @@ def audit_process_run(run: EvaluationRun) -> None:
         else ""
     )
     run_finish(run=run, failed_items=failed, failure_note=note)
+    refresh = _board_refresh()
+    if refresh is not None:
+        refresh(run=run)
+
+
+def _board_refresh() -> Any:
+    try:
+        from benchmarks_app.services.audit import boards
+    except ImportError:
+        return None
+    return getattr(boards, "audit_board_refresh_for_run", None)
+
+
+def audit_process_run(run: EvaluationRun) -> None:
+    """The whole run in this process, repo after repo (scripts and tests)."""
+    for key in audit_run_plan(run):
+        audit_process_piece(run, key)
+    audit_run_finish(run)

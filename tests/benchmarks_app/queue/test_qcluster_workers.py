@@ -23,6 +23,7 @@ from benchmarks_app.models import (
     ResponseSubmission,
     RunStatus,
 )
+from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.services import runs as run_services
 from tests.factories.probes import ProbeFactory, ProbeSuiteFactory, ResponseSubmissionFactory
 
@@ -82,14 +83,14 @@ def test_two_clusters_process_a_twice_delivered_run_once(workers: list[Any]) -> 
     run = run_services.run_create(
         benchmark=Benchmark.PROBES, judge="rules", probe_submission=submission, enqueue=False
     )
-    task_path = run_services.RUN_TASKS[Benchmark.PROBES]
-    async_task(task_path, run.pk, sync=False)
-    async_task(task_path, run.pk, sync=False)
+    (piece,) = run_services.run_pieces_prepare(run=run)
+    async_task(run_services.PIECE_TASK, piece.pk, sync=False)
+    async_task(run_services.PIECE_TASK, piece.pk, sync=False)
 
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         run.refresh_from_db()
-        if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+        if run.status not in ACTIVE_STATUSES:
             break
         time.sleep(0.5)
     # Let the second delivery be picked up too, then check nothing was done twice.

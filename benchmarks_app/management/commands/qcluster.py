@@ -1,0 +1,113 @@
+"""``qcluster`` that stops within seconds on SIGTERM, however it is sent.
+
+django-q2's own command asks its sentinel to stop and waits for it; when a service manager
+signals the whole process group, the sentinel and workers are already gone and the master is
+left waiting (over a minute, seen). This command gives the cluster ``Q_STOP_GRACE_S`` seconds
+(default 8) to stop cleanly, then kills what is left of it and exits. The pieces its workers
+were holding have their leases expired on the way out, so the sweeper hands them to another
+worker at its next pass instead of waiting for the leases to run out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django_q.cluster import Cluster
+from django_q.management.commands.qcluster import Command as QClusterCommand
+
+logger = logging.getLogger("benchmarks_app.qcluster")
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc; direct children elsewhere)."""
+    parents: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return [p.pid for p in multiprocessing.active_children() if p.pid]
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            parents.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _release_leases(sentinel_pid: int | None) -> None:
+    """Expire the leases this cluster's workers hold, so their pieces move on at once."""
+    if sentinel_pid is None:
+        return
+    from benchmarks_app.models import PieceStatus, RunPiece
+
+    with contextlib.suppress(Exception):
+        released = RunPiece.objects.filter(
+            status=PieceStatus.RUNNING,
+            worker__startswith=f"{socket.gethostname()}:{sentinel_pid}/",
+        ).update(lease_expires_at=timezone.now())
+        if released:
+            logger.warning("released %s piece lease(s) held by this cluster", released)
+
+
+class Command(QClusterCommand):
+    help = "Starts a django-q2 cluster that stops within seconds on SIGTERM or SIGINT."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        settings.SECRET_KEY  # noqa: B018 - signing needs it; fail before starting
+        if options.get("cluster_name"):
+            os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        grace = float(os.environ.get("Q_STOP_GRACE_S", "8"))
+        cluster = Cluster()
+        stopping = threading.Event()
+
+        def stop(signum: int, frame: Any) -> None:
+            if stopping.is_set():
+                return
+            stopping.set()
+            sentinel = cluster.sentinel
+            sentinel_pid = sentinel.pid if sentinel is not None else None
+            logger.warning(
+                "qcluster %s: %s received, stopping (at most %ss)",
+                os.getpid(),
+                signal.Signals(signum).name,
+                grace,
+            )
+            stopper = threading.Thread(target=cluster.stop, daemon=True)
+            stopper.start()
+            stopper.join(grace)
+            leftovers = _descendants(os.getpid())
+            for pid in leftovers:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            _release_leases(sentinel_pid)
+            logging.shutdown()
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        cluster.start()
+        if options.get("run_once", False):
+            stop(signal.SIGTERM, None)
+        while True:
+            time.sleep(1)
+            sentinel = cluster.sentinel
+            if sentinel is not None and not sentinel.is_alive() and not stopping.is_set():
+                logger.error("qcluster %s: the sentinel died; exiting", os.getpid())
+                os._exit(1)

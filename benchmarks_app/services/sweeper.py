@@ -1,0 +1,172 @@
+"""The sweeper: hands out again what no live worker is doing.
+
+Run by a django-q2 schedule (every minute: django-q2's finest schedule) and, for the runs
+someone is waiting on, by ``run_wait``. It re-queues
+
+* pieces whose lease expired (their worker died, or was killed past ``Q_TIMEOUT``);
+* pieces paused while the judge was down (``waiting``): they try the judge again;
+* queued pieces whose task is no longer waiting in the broker and that nobody picked up within
+  ``RUN_PICKUP_GRACE_S`` (the Redis broker forgets a task once a cluster has taken it, so a
+  cluster killed with tasks in its local queue loses them; a busy cluster's prefetched task is
+  also sent again, so that an idle cluster can take it — the claim makes the second delivery
+  harmless);
+* runs whose every piece has ended but that were never finished (their last worker died in
+  between).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
+from benchmarks_app.models.runs import ACTIVE_STATUSES
+
+logger = logging.getLogger(__name__)
+
+SWEEP_TASK = "benchmarks_app.tasks.runs.sweep_runs"
+SWEEP_SCHEDULE_NAME = "evalplatform: re-queue stalled runs"
+
+
+@dataclass
+class SweepReport:
+    expired: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
+    lost: list[int] = field(default_factory=list)
+    finished_runs: list[int] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return (
+            f"{len(self.expired)} expired lease(s), {len(self.waiting)} paused, "
+            f"{len(self.lost)} lost task(s) re-queued; {len(self.finished_runs)} run(s) ended"
+        )
+
+
+def waiting_task_ids() -> set[str] | None:
+    """Ids of the tasks waiting in the broker (not yet taken by a cluster); None if unknown."""
+    from django_q.brokers import get_broker
+    from django_q.signing import SignedPackage
+
+    try:
+        broker = get_broker()
+        payloads: Iterable[Any]
+        if settings.Q_CLUSTER.get("redis"):
+            payloads = broker.connection.lrange(broker.list_key, 0, -1)
+        else:
+            from django_q.models import OrmQ
+
+            # The ORM broker keeps a taken task, locked until Q_RETRY, and redelivers it then.
+            payloads = OrmQ.objects.filter(
+                key=broker.list_key, lock__lte=timezone.now()
+            ).values_list("payload", flat=True)
+        ids = set()
+        for payload in payloads:
+            try:
+                ids.add(str(SignedPackage.loads(payload)["id"]))
+            except Exception:  # another app's task, or signed with another key
+                continue
+        return ids
+    except Exception:
+        logger.warning("the sweeper could not read the broker's queue", exc_info=True)
+        return None
+
+
+def _requeue(piece: RunPiece, *, reason: str, expect: Q) -> bool:
+    from benchmarks_app.services.runs import piece_send
+
+    with transaction.atomic():
+        if not RunPiece.objects.filter(Q(pk=piece.pk) & expect).update(
+            status=PieceStatus.QUEUED, lease_expires_at=None, error=reason[:10000]
+        ):
+            return False  # somebody else moved it meanwhile
+        EvaluationRun.objects.filter(pk=piece.run_id, status=RunStatus.WAITING).update(
+            status=RunStatus.QUEUED
+        )
+    piece.refresh_from_db()
+    piece_send(piece=piece)
+    return True
+
+
+def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
+    """One pass over the active runs (or only ``run_ids``); safe to run anywhere, any time."""
+    from benchmarks_app.services.runs import RUN_KINDS, _run_finish_if_last
+
+    report = SweepReport()
+    now = timezone.now()
+    pieces = RunPiece.objects.select_related("run").filter(run__status__in=ACTIVE_STATUSES)
+    if run_ids is not None:
+        pieces = pieces.filter(run_id__in=run_ids)
+
+    for piece in pieces.filter(status=PieceStatus.RUNNING, lease_expires_at__lt=now):
+        reason = f"lease of attempt {piece.attempt} expired (worker {piece.worker or '?'})"
+        if _requeue(
+            piece,
+            reason=reason,
+            expect=Q(status=PieceStatus.RUNNING, attempt=piece.attempt, lease_expires_at__lt=now),
+        ):
+            report.expired.append(piece.pk)
+            logger.warning("run #%s piece %r: %s; re-queued", piece.run_id, piece.key, reason)
+
+    for piece in pieces.filter(status=PieceStatus.WAITING):
+        if _requeue(piece, reason="", expect=Q(status=PieceStatus.WAITING)):
+            report.waiting.append(piece.pk)
+            logger.warning("run #%s piece %r: asking the judge again", piece.run_id, piece.key)
+
+    grace = timedelta(seconds=float(getattr(settings, "RUN_PICKUP_GRACE_S", 30)))
+    stale_queued = list(
+        pieces.filter(status=PieceStatus.QUEUED).filter(
+            Q(enqueued_at__lt=now - grace) | Q(enqueued_at__isnull=True)
+        )
+    )
+    if stale_queued:
+        waiting = waiting_task_ids()
+        for piece in stale_queued:
+            if waiting is not None and piece.task_id and piece.task_id in waiting:
+                continue  # still in the broker: a worker will get to it
+            if _requeue(
+                piece,
+                reason="its task was lost or held by a busy cluster",
+                expect=Q(status=PieceStatus.QUEUED, enqueued_at=piece.enqueued_at),
+            ):
+                report.lost.append(piece.pk)
+                logger.warning(
+                    "run #%s piece %r: not picked up within %ss; sent again",
+                    piece.run_id,
+                    piece.key,
+                    int(grace.total_seconds()),
+                )
+
+    runs = EvaluationRun.objects.filter(
+        status__in=[RunStatus.RUNNING, RunStatus.QUEUED], pieces__isnull=False
+    ).exclude(pieces__status__in=[PieceStatus.QUEUED, PieceStatus.RUNNING, PieceStatus.WAITING])
+    if run_ids is not None:
+        runs = runs.filter(pk__in=run_ids)
+    for run in runs.distinct():
+        _run_finish_if_last(run.pk, RUN_KINDS[run.benchmark])
+        report.finished_runs.append(run.pk)
+        logger.warning("run #%s: every piece had ended; the run is ended now", run.pk)
+    return report
+
+
+def sweep_schedule_ensure() -> None:
+    """Create (or update) the django-q2 schedule that runs the sweeper every minute."""
+    from django_q.models import Schedule
+
+    minutes = max(1, round(float(getattr(settings, "RUN_SWEEP_S", 60)) / 60))
+    Schedule.objects.update_or_create(
+        name=SWEEP_SCHEDULE_NAME,
+        defaults={
+            "func": SWEEP_TASK,
+            "schedule_type": Schedule.MINUTES,
+            "minutes": minutes,
+            "repeats": -1,
+        },
+    )

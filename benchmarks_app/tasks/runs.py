@@ -1,0 +1,16 @@
+"""Queue entry points of the run life cycle (all three benchmarks)."""
+
+from __future__ import annotations
+
+from benchmarks_app.services.runs import piece_process
+from benchmarks_app.services.sweeper import runs_sweep
+
+
+def process_run_piece(piece_id: int) -> None:
+    """Process one piece of a run (an audit repo, or a whole probe or checklist run)."""
+    piece_process(piece_id=piece_id)
+
+
+def sweep_runs() -> str:
+    """Re-queue what no live worker is doing (the schedule calls this every minute)."""
+    return str(runs_sweep())
