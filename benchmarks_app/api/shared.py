@@ -21,6 +21,7 @@ from rest_framework.reverse import reverse as api_reverse
 from rest_framework.views import APIView
 
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
+from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.leaderboards import (
     OwnSubmission,
     benchmark_summaries,
@@ -138,7 +139,7 @@ class RunSerializer(serializers.ModelSerializer):
         return run.scanner_id or run.probe_submission_id or run.checklist_submission_id
 
     def get_is_active(self, run: EvaluationRun) -> bool:
-        return run.status in (RunStatus.QUEUED, RunStatus.RUNNING)
+        return run.status in ACTIVE_STATUSES
 
     @extend_schema_field(OpenApiTypes.URI)
     def get_page(self, run: EvaluationRun) -> str | None:
@@ -213,7 +214,7 @@ class RunFilter(django_filters.FilterSet):
     def filter_active(self, qs: QuerySet[EvaluationRun], name: str, value: bool | None) -> Any:
         if value is None:
             return qs
-        active = [RunStatus.QUEUED, RunStatus.RUNNING]
+        active = list(ACTIVE_STATUSES)
         return qs.filter(status__in=active) if value else qs.exclude(status__in=active)
 
     def filter_mine(self, qs: QuerySet[EvaluationRun], name: str, value: bool | None) -> Any:

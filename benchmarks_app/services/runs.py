@@ -238,10 +238,8 @@ def piece_process(*, piece_id: int) -> None:
 
 def _mark_lost_calls(piece: RunPiece) -> None:
     """Judge calls a dead holder of this piece left in flight are recorded as lost."""
-    try:
-        from benchmarks_app.services.judging import judge_calls_mark_lost
-    except ImportError:
-        return
+    from benchmarks_app.services.judging import judge_calls_mark_lost
+
     for attempt in range(1, piece.attempt):
         holder = lease_holder(RunPiece(pk=piece.pk, attempt=attempt))
         judge_calls_mark_lost(holder=holder)
@@ -447,19 +445,19 @@ def run_wait(
             on_progress(run)
         if run.status not in ACTIVE_STATUSES:
             return run
-        if settings.Q_CLUSTER.get("sync") or not live_clusters():
-            if run.status in (RunStatus.QUEUED, RunStatus.WAITING) or run_is_stalled(run):
-                if "here" not in announced and not settings.Q_CLUSTER.get("sync"):
-                    say(f"run #{run.pk}: no live qcluster; processing it in this process")
-                    announced.add("here")
-                # Pieces are cut here too: the run may come from a transaction whose commit
-                # hook never ran (a script, a test), or its pieces' leases ran out.
-                run_pieces_prepare(run=run)
-                run_process_here(run=run)
-                run.refresh_from_db()
-                if run.status in ACTIVE_STATUSES:
-                    time.sleep(poll_s)
-                continue
+        here = settings.Q_CLUSTER.get("sync") or not live_clusters()
+        if here and (run.status in (RunStatus.QUEUED, RunStatus.WAITING) or run_is_stalled(run)):
+            if "here" not in announced and not settings.Q_CLUSTER.get("sync"):
+                say(f"run #{run.pk}: no live qcluster; processing it in this process")
+                announced.add("here")
+            # Pieces are cut here too: the run may come from a transaction whose commit
+            # hook never ran (a script, a test), or its pieces' leases ran out.
+            run_pieces_prepare(run=run)
+            run_process_here(run=run)
+            run.refresh_from_db()
+            if run.status in ACTIVE_STATUSES:
+                time.sleep(poll_s)
+            continue
         for worker in RunPiece.objects.filter(run=run, status=PieceStatus.RUNNING).values_list(
             "worker", flat=True
         ):

@@ -12,6 +12,7 @@ from django.urls import NoReverseMatch, path, reverse
 from django.views.decorators.cache import never_cache
 
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
+from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_runs
@@ -19,7 +20,7 @@ from scoring.judges.failures import FailureCause
 
 app_name = "runs"
 
-ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
+ACTIVE = ACTIVE_STATUSES
 
 # Where a run's results are shown, per benchmark: (route name, attribute giving its argument).
 # The first route that exists wins, so a benchmark can add its page later without changes here.

@@ -151,7 +151,12 @@ def test_a_crashed_piece_fails_the_run_and_resume_requeues_it(
 def test_a_second_delivery_of_a_piece_does_nothing(monkeypatch: Any) -> None:
     run = _run()
     calls: list[int] = []
-    _use_kind(monkeypatch, lambda r: (calls.append(r.pk), run_services.run_finish(run=r)))
+
+    def once(r: EvaluationRun) -> None:
+        calls.append(r.pk)
+        run_services.run_finish(run=r)
+
+    _use_kind(monkeypatch, once)
     (piece,) = run_services.run_pieces_prepare(run=run)
     run_services.piece_process(piece_id=piece.pk)
     run_services.piece_process(piece_id=piece.pk)

@@ -232,9 +232,9 @@ def audit_run_plan(run: EvaluationRun) -> list[str]:
     """One piece per repo still without a complete result (project ids, in order)."""
     complete = AuditRepoResult.objects.filter(run=run, is_complete=True).values("repo_id")
     return list(
-        run.repos.exclude(pk__in=complete).order_by("project_id").values_list(
-            "project_id", flat=True
-        )
+        run.repos.exclude(pk__in=complete)
+        .order_by("project_id")
+        .values_list("project_id", flat=True)
     )
 
 
@@ -288,9 +288,13 @@ def _jobs(run: EvaluationRun, *, only: str | None = None) -> list[_RepoJob]:
 def _progress_sync(run: EvaluationRun) -> int:
     """Set the run's total and done counts from what is stored (pieces run concurrently)."""
     total = run_truth_findings(run).count()
-    done = AuditTruthResult.objects.filter(run=run).exclude(
-        outcome=MatchOutcome.JUDGE_FAILED
-    ).values("truth_finding_id").distinct().count()
+    done = (
+        AuditTruthResult.objects.filter(run=run)
+        .exclude(outcome=MatchOutcome.JUDGE_FAILED)
+        .values("truth_finding_id")
+        .distinct()
+        .count()
+    )
     run_set_total(run=run, total=total, done=done)
     return total
 
@@ -299,10 +303,7 @@ def _ledger(run: EvaluationRun) -> LedgerRecorder:
     held = current_lease()
     if held is None:
         return ledger_recorder(run)
-    try:
-        return ledger_recorder(run, holder=f"{held.piece_id}:{held.attempt}")  # type: ignore[call-arg]
-    except TypeError:  # TODO(lead): drop once the ledger takes holders
-        return ledger_recorder(run)
+    return ledger_recorder(run, holder=f"{held.piece_id}:{held.attempt}")
 
 
 def audit_process_piece(run: EvaluationRun, key: str) -> None:
