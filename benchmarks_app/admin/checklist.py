@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from simple_history.admin import SimpleHistoryAdmin
 
 from benchmarks_app.models import (
     Challenge,
@@ -20,7 +21,9 @@ from benchmarks_app.services.checklist import (
 
 
 @admin.register(ChecklistQuestion)
-class ChecklistQuestionAdmin(admin.ModelAdmin):
+class ChecklistQuestionAdmin(SimpleHistoryAdmin):
+    """The checklist questions; "History" lists every edit with who made it."""
+
     list_display = ("number", "title", "question")
     search_fields = ("title", "question", "guidelines")
 

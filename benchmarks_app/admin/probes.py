@@ -8,6 +8,7 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from simple_history.admin import SimpleHistoryAdmin
 
 from benchmarks_app.models import PatternRule, Probe, ProbeSuite, Response, ResponseSubmission
 from benchmarks_app.models.probes import RefusalSignal
@@ -168,7 +169,13 @@ class ProbeAdmin(admin.ModelAdmin):
 
 
 @admin.register(PatternRule)
-class PatternRuleAdmin(admin.ModelAdmin):
+class PatternRuleAdmin(SimpleHistoryAdmin):
+    """Curated rules; "History" lists every change with who made it (django-simple-history).
+
+    A change never alters a finished run (its rules are frozen on it) and starts a new suite
+    version on the board for runs scored after it.
+    """
+
     list_display = ("label", "kind", "weight", "failure_mode", "active", "regex")
     list_filter = ("kind", "active", "failure_mode")
     list_editable = ("active", "weight")

@@ -12,7 +12,7 @@ from typing import Any
 from django.http import FileResponse, Http404
 from django.urls import path, reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
@@ -84,7 +84,20 @@ class ChecklistLeaderboardRowSerializer(serializers.Serializer):
         help_text="Share of A's answers whose verdict matches A's agreement with T."
     )
     s = serializers.FloatField(help_text="Overall score C_G · C_A · (1 - R) · C_T.")
+    s_ci = serializers.SerializerMethodField(
+        help_text="95% bootstrap interval [low, high] of S over the questions (see README); "
+        "null for scores written before intervals were stored."
+    )
+    rank_low = serializers.IntegerField(help_text="Best rank the intervals allow.")
+    rank_high = serializers.IntegerField(help_text="Worst rank the intervals allow.")
+    tied = serializers.BooleanField(help_text="The interval overlaps the entry above's.")
     created_at = serializers.DateTimeField(help_text="When the submission was made.")
+
+    @extend_schema_field(serializers.ListField(child=serializers.FloatField(), allow_null=True))
+    def get_s_ci(self, row: dict[str, Any]) -> list[float] | None:
+        if row["ci_low"] is None or row["ci_high"] is None:
+            return None
+        return [row["ci_low"], row["ci_high"]]
 
 
 CHECKLIST_ORDERING = ["rank", "team", "s", "c_g", "c_a", "c_t", "r", "created_at"]

@@ -38,15 +38,39 @@ class ProbeLeaderboardRowSerializer(serializers.Serializer):
     """One model on one suite: the metrics of its latest scored submission."""
 
     rank = serializers.IntegerField(
-        help_text="Position within the suite by resilience index (missing last), then pass "
-        "rate, then model name."
+        help_text="Position on its board (suite and suite version) by resilience index "
+        "(missing last), then pass rate, then model name."
+    )
+    rank_low = serializers.IntegerField(
+        allow_null=True,
+        help_text="Best rank the 95% intervals allow: 1 + the rows on the board whose "
+        "interval lies wholly above this row's.",
+    )
+    rank_high = serializers.IntegerField(
+        allow_null=True,
+        help_text="Worst rank the 95% intervals allow: the rows on the board (this one "
+        "included) whose interval's high is at or above this row's low.",
+    )
+    tied = serializers.BooleanField(
+        help_text="Statistically tied: this row's interval overlaps the row above's."
     )
     suite = serializers.CharField(help_text="Probe suite name.")
+    suite_version = serializers.CharField(
+        allow_blank=True,
+        help_text="Content hash of the probes, rules, scoring settings and refusal signal the "
+        "row was scored with; rows of different versions are never ranked together. Empty for "
+        "reports scored before versions were recorded.",
+    )
     model = serializers.CharField(help_text="Model name as submitted.")
     submission_id = serializers.IntegerField()
     run_id = serializers.IntegerField(help_text="The scoring run these metrics come from.")
     resilience_index = serializers.FloatField(
         allow_null=True, help_text="1 - mean severity-weighted risk, in [0, 1]."
+    )
+    resilience_index_ci = serializers.SerializerMethodField(
+        help_text="95% percentile-bootstrap interval [low, high] of the resilience index, "
+        "resampling the probes (2,000 seeded resamples, computed when the run finished); null "
+        "for reports scored before intervals were stored."
     )
     pass_rate = serializers.FloatField(allow_null=True, help_text="Share of probes passed.")
     severity_weighted_pass_rate = serializers.FloatField(
@@ -66,6 +90,12 @@ class ProbeLeaderboardRowSerializer(serializers.Serializer):
     scored_at = serializers.DateTimeField()
     report = serializers.SerializerMethodField(help_text="The submission's full JSON report.")
 
+    @extend_schema_field(serializers.ListField(child=serializers.FloatField(), allow_null=True))
+    def get_resilience_index_ci(self, row: dict[str, Any]) -> list[float] | None:
+        if row["ci_low"] is None or row["ci_high"] is None:
+            return None
+        return [row["ci_low"], row["ci_high"]]
+
     @extend_schema_field(OpenApiTypes.URI)
     def get_report(self, row: dict[str, Any]) -> str:
         url = reverse("api:probes-report", args=[row["submission_id"]])
@@ -75,7 +105,10 @@ class ProbeLeaderboardRowSerializer(serializers.Serializer):
 
 PROBE_ORDERING = [
     "rank",
+    "rank_low",
+    "rank_high",
     "suite",
+    "suite_version",
     "model",
     "resilience_index",
     "pass_rate",
@@ -120,10 +153,11 @@ class SubmissionCreatedSerializer(serializers.Serializer):
 
 
 class ProbeLeaderboardView(LeaderboardListView):
-    """Each model's latest scored submission per suite, ranked within its suite.
+    """Each model's latest scored submission per suite version, ranked within its board.
 
-    Paginated (`page`, `page_size`); `suite` keeps one suite; `ordering` re-orders
-    the rows, keeping their rank within the suite.
+    A board is one suite at one suite version; each row has its 95% interval, rank range and
+    tie mark. Paginated (`page`, `page_size`); `suite` keeps one suite, `version` one suite
+    version; `ordering` re-orders the rows, keeping their rank on their board.
     """
 
     serializer_class = ProbeLeaderboardRowSerializer
@@ -132,15 +166,24 @@ class ProbeLeaderboardView(LeaderboardListView):
     @extend_schema(
         parameters=[
             OpenApiParameter("suite", str, description="Only this suite (exact name)."),
-            ordering_parameter(PROBE_ORDERING, "suite, then rank"),
+            OpenApiParameter(
+                "version",
+                str,
+                description="Only this suite version (as in `suite_version`; empty: reports "
+                "scored before versions were recorded).",
+            ),
+            ordering_parameter(PROBE_ORDERING, "suite, newest version first, then rank"),
         ]
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
     def get_rows(self) -> list[dict[str, Any]]:
+        params = self.request.query_params
         return probe_leaderboard(
-            suite_name=self.request.query_params.get("suite") or None, user=self.request.user
+            suite_name=params.get("suite") or None,
+            version=params.get("version") if "version" in params else None,
+            user=self.request.user,
         )
 
 

@@ -31,6 +31,8 @@ from benchmarks_app.selectors.visibility import (
     visible_checklist_submissions,
     visible_papers,
 )
+from scoring.checklist.scores import CI_METRIC
+from scoring.stats import board_ranks
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,11 @@ def default_challenge(slug: str | None = None) -> Challenge | None:
 def checklist_leaderboard(*, challenge_slug: str | None = None) -> list[dict[str, Any]]:
     """Each team's best entry, ranked by S, then C_G, then the earliest submission.
 
+    Each row carries the 95% bootstrap interval of S over questions stored with its score
+    (``ci_low``, ``ci_high``; None for scores written before intervals were stored, which then
+    count as a point), the rank range the intervals imply (``rank_low``, ``rank_high``) and
+    ``tied`` when its interval overlaps the row above (see ``scoring.stats.board_ranks``).
+
     Teams of different challenges are never ranked together: without a slug, the default
     challenge (see :func:`default_challenge`) is shown. A submission's score is its latest
     complete one (re-assessments append scores). One query, whatever the number of teams and
@@ -220,8 +227,11 @@ def checklist_leaderboard(*, challenge_slug: str | None = None) -> list[dict[str
         if team_id not in best or key(score) < key(best[team_id]):
             best[team_id] = score
     rows = []
-    for rank, score in enumerate(sorted(best.values(), key=key), start=1):
+    ranked = sorted(best.values(), key=key)
+    marks = board_ranks([(score.s, *_ci_bounds(score)) for score in ranked])
+    for rank, (score, mark) in enumerate(zip(ranked, marks, strict=True), start=1):
         sub = score.submission
+        low, high = _ci_bounds(score)
         rows.append(
             {
                 "rank": rank,
@@ -235,10 +245,22 @@ def checklist_leaderboard(*, challenge_slug: str | None = None) -> list[dict[str
                 "c_t": score.c_t,
                 "r": score.r,
                 "s": score.s,
+                "ci_low": low,
+                "ci_high": high,
+                "rank_low": mark.rank_low,
+                "rank_high": mark.rank_high,
+                "tied": mark.tied,
                 "created_at": sub.created_at,
             }
         )
     return rows
+
+
+def _ci_bounds(score: ChecklistScore) -> tuple[float | None, float | None]:
+    ci = score.ci or {}
+    if ci.get("metric") != CI_METRIC:
+        return None, None
+    return ci.get("low"), ci.get("high")
 
 
 def team_submissions(*, user: Any, team: Team) -> list[ChecklistSubmission]:

@@ -40,6 +40,7 @@ from benchmarks_app.services.checklist import (
     team_create,
     team_join,
 )
+from benchmarks_app.views.probes import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.views.tables import Column, SortableTable
 
 app_name = "checklist"
@@ -134,6 +135,30 @@ def leaderboard_columns(*, my_team_id: int | None, staff: bool) -> list[Column]:
             title="Share of A's answers where the judge's verdict matches whether A agrees with T",
         ),
         Column("s", "S", kind="float", title="Overall score: C_G · C_A · (1 - R) · C_T"),
+        Column(
+            "s_ci",
+            "95% CI",
+            sortable=False,
+            value=lambda row: interval_text(row["ci_low"], row["ci_high"]),
+            title="95% bootstrap interval of S, resampling the 15 questions (2,000 resamples, "
+            "computed when the score was written)",
+        ),
+        Column(
+            "rank_range",
+            "Rank range",
+            sortable=False,
+            value=lambda row: rank_range_text(row["rank_low"], row["rank_high"]),
+            title="Ranks the entry could hold given every entry's interval: from 1 + the "
+            "entries whose interval lies wholly above its own, to the entries whose interval "
+            "reaches its own",
+        ),
+        Column(
+            "tied",
+            "Tied",
+            sortable=False,
+            value=lambda row: TIED_MARK if row["tied"] else "",
+            title="Statistically tied: the interval overlaps the interval of the entry above",
+        ),
         Column("created_at", "Submitted", kind="datetime"),
     ]
 

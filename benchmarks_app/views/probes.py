@@ -31,6 +31,7 @@ from benchmarks_app.services.probes import (
     probe_submission_upload,
 )
 from benchmarks_app.views.tables import Column, SortableTable
+from scoring.probes.metrics import board_markdown
 from scoring.probes.report import report_markdown
 
 app_name = "probes"
@@ -41,6 +42,19 @@ SVG_W, SVG_H, SVG_PAD = 640, 400, 28
 
 
 MY_SUBMISSIONS_SHOWN = 10
+TIED_MARK = "≈ tied"
+
+
+def interval_text(low: float | None, high: float | None) -> str | None:
+    """An interval as shown on the boards: low, an en dash, high (None: not computed)."""
+    return None if low is None or high is None else f"{low:.3f}\u2013{high:.3f}"
+
+
+def rank_range_text(low: int | None, high: int | None) -> str | None:
+    """A rank range as shown on the boards: ``3`` when it is one rank, else ``2`` en dash ``5``."""
+    if low is None or high is None:
+        return None
+    return str(low) if low == high else f"{low}\u2013{high}"
 
 
 def _submission_link(row: Any) -> str:
@@ -58,6 +72,29 @@ LEADERBOARD_COLUMNS = [
         "Resilience",
         kind="float",
         title="1 - mean severity-weighted risk, clipped to [0, 1]; the ranking metric",
+    ),
+    Column(
+        "ci",
+        "95% CI",
+        sortable=False,
+        value=lambda row: interval_text(row["ci_low"], row["ci_high"]),
+        title="95% bootstrap interval of the resilience index, resampling the suite's probes "
+        "(2,000 resamples, computed when the run finished)",
+    ),
+    Column(
+        "rank_range",
+        "Rank range",
+        sortable=False,
+        value=lambda row: rank_range_text(row["rank_low"], row["rank_high"]),
+        title="Ranks the model could hold given every row's interval: from 1 + the rows whose "
+        "interval lies wholly above its own, to the rows whose interval reaches its own",
+    ),
+    Column(
+        "tied",
+        "Tied",
+        sortable=False,
+        value=lambda row: TIED_MARK if row["tied"] else "",
+        title="Statistically tied: the interval overlaps the interval of the row above",
     ),
     Column("pass_rate", "Pass rate", kind="pct", title="Share of probes passed"),
     Column(
@@ -95,6 +132,8 @@ LEADERBOARD_COLUMNS = [
 class SuiteBoard:
     name: str
     slug: str
+    version: str
+    latest: bool
     table: SortableTable
 
 
@@ -102,31 +141,35 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     suite_filter = request.GET.get("suite", "")
     # Every suite is read (one query either way) so the filter chips can list them all.
     rows = probe_leaderboard(user=request.user)
-    by_suite: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_suite: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(dict)
     for row in rows:
-        by_suite[row["suite"]].append(row)
+        by_suite[row["suite"]].setdefault(row["suite_version"], []).append(row)
     slugs: dict[str, str] = {}
     for name in by_suite:
         slug = slugify(name) or "suite"
         # Names that differ only in case or punctuation still get tables of their own.
         slugs[name] = slug if slug not in slugs.values() else f"{slug}-{len(slugs)}"
     boards = []
-    for name, suite_rows in by_suite.items():
+    for name, versions in by_suite.items():
         if suite_filter and name != suite_filter:
             continue
-        slug = slugs[name]
-        table = SortableTable(
-            request,
-            suite_rows,
-            LEADERBOARD_COLUMNS,
-            # Each suite's table sorts and downloads on its own: ?<suite>-sort=, -format=.
-            prefix=slug,
-            filename=f"probes-{slug}-leaderboard",
-            table_id=f"probes-{slug}",
-        )
-        if (download := table.download()) is not None:
-            return download
-        boards.append(SuiteBoard(name=name, slug=slug, table=table))
+        # The newest version keeps the suite's own table id; older boards are suffixed.
+        for position, (version, board_rows) in enumerate(versions.items()):
+            slug = slugs[name] if position == 0 else f"{slugs[name]}-{version[:8] or 'legacy'}"
+            table = SortableTable(
+                request,
+                board_rows,
+                LEADERBOARD_COLUMNS,
+                # Each board sorts and downloads on its own: ?<board>-sort=, -format=.
+                prefix=slug,
+                filename=f"probes-{slug}-leaderboard",
+                table_id=f"probes-{slug}",
+            )
+            if (download := table.download()) is not None:
+                return download
+            boards.append(
+                SuiteBoard(name=name, slug=slug, version=version, latest=position == 0, table=table)
+            )
     page = reverse("probes:leaderboard")
     filters = [("All suites", page, not suite_filter)] + [
         (name, f"{page}?{urlencode({'suite': name})}", name == suite_filter) for name in by_suite
@@ -312,7 +355,8 @@ def report_md(request: HttpRequest, pk: int) -> HttpResponse:
         report = probe_report(submission_id=pk, user=request.user)
     except ProbeReportNotFound as exc:
         raise Http404(str(exc)) from exc
-    response = HttpResponse(report_markdown(report), content_type="text/markdown; charset=utf-8")
+    text = report_markdown(report) + "\n" + board_markdown(report)
+    response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="probe-report-{pk}.md"'
     return response
 

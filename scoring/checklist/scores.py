@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from scoring.checklist.normalize import normalize_answer
 from scoring.checklist.questions import QUESTION_NUMBERS
+from scoring.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES, bootstrap_sums_interval
 
 
 @dataclass(frozen=True)
@@ -85,3 +90,55 @@ def checklist_scores(
     c_t = correctness(truth, numbers)
     r = robustness(adversarial, truth, numbers)
     return ChecklistScores(c_g=c_g, c_a=c_a, c_t=c_t, r=r, s=c_g * c_a * (1.0 - r) * c_t)
+
+
+# S is ranked on the board with a bootstrap interval over questions; the seed is fixed so that
+# the same verdicts always give the same interval.
+CI_METRIC = "s"
+CI_SEED = 0
+
+
+def _s_from_sums(sums: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    c_g, c_a, c_t, counted, agree, n = (sums[:, i] for i in range(6))
+    r = np.ones_like(counted)
+    np.divide(agree, counted, out=r, where=counted > 0)
+    return (c_g / n) * (c_a / n) * (1.0 - r) * (c_t / n)
+
+
+def s_interval(
+    genuine: PaperAssessment,
+    adversarial: PaperAssessment | None = None,
+    truth: PaperAssessment | None = None,
+    numbers: tuple[int, ...] = QUESTION_NUMBERS,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    level: float = DEFAULT_LEVEL,
+    seed: int = CI_SEED,
+) -> dict[str, Any] | None:
+    """Bootstrap interval of S, resampling the checklist questions with replacement.
+
+    A resample is a multiset of question numbers; C, R and S are computed on it exactly as
+    :func:`checklist_scores` computes them on ``numbers`` (a question drawn twice counts
+    twice), from per-question sums, so the resamples are summed with numpy. A G-only entry's
+    S is 0 on every resample. Returns ``{"metric", "low", "high", "level", "resamples",
+    "seed"}``, or None without questions.
+    """
+    if (adversarial is None) != (truth is None):
+        raise ValueError("A and T come together: give both or neither")
+    rows = []
+    for n in numbers:
+        if adversarial is None or truth is None:
+            rows.append([genuine.c(n), 0, 0, 0, 0, 1])
+            continue
+        counted = truth.answer(n) != "TODO"
+        g = 1 if adversarial.answer(n) == truth.answer(n) else 0
+        agree = counted and adversarial.c(n) == g
+        rows.append([genuine.c(n), adversarial.c(n), truth.c(n), int(counted), int(agree), 1])
+    interval = bootstrap_sums_interval(
+        np.asarray(rows, dtype=np.float64).reshape(len(rows), 6),
+        _s_from_sums,
+        resamples=resamples,
+        level=level,
+        seed=seed,
+    )
+    return None if interval is None else {"metric": CI_METRIC, **interval.as_dict()}

@@ -13,8 +13,38 @@ from benchmarks_app.selectors.checklist import checklist_leaderboard
 FIELDS = ("rank", "team", "submission", "c_g", "c_a", "c_t", "r", "s")
 
 
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    ci = None if row["ci_low"] is None else [row["ci_low"], row["ci_high"]]
+    return {
+        **{k: row[k] for k in FIELDS},
+        "s_ci": ci,
+        "rank_low": row["rank_low"],
+        "rank_high": row["rank_high"],
+        "tied": row["tied"],
+    }
+
+
+def _intervals(rows: list[dict[str, Any]]) -> str:
+    """The interval, rank range and tie mark of each entry, below the score table."""
+    lines = ["", "95% bootstrap interval of S (questions resampled), rank range, ties:"]
+    for row in rows:
+        ci = (
+            "no interval"
+            if row["ci_low"] is None
+            else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        )
+        low, high = row["rank_low"], row["rank_high"]
+        span = str(low) if low == high else f"{low}-{high}"
+        tied = "  ~ tied with the entry above" if row["tied"] else ""
+        lines.append(f"{row['rank']:>4}  {row['team']}  S {ci}  ranks {span}{tied}")
+    return "\n".join(lines)
+
+
 class Command(BaseCommand):
-    help = "Print the checklist leaderboard (each team's best entry, ranked by S)."
+    help = (
+        "Print the checklist leaderboard (each team's best entry, ranked by S), with the 95% "
+        "bootstrap interval of S, the rank range it implies and ties."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -25,7 +55,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         rows = checklist_leaderboard(challenge_slug=options.get("challenge"))
         if options["format"] == "json":
-            payload = {"rows": [{k: row[k] for k in FIELDS} for row in rows]}
+            payload = {"rows": [_row(row) for row in rows]}
             self.stdout.write(json.dumps(payload, indent=2))
             return
-        self.stdout.write(render_checklist_table(rows))
+        self.stdout.write(render_checklist_table(rows) + (_intervals(rows) if rows else ""))

@@ -41,8 +41,14 @@ from scoring.checklist.judges import (
     assess_item,
 )
 from scoring.checklist.openai_judge import OpenAIChecklistJudge
-from scoring.checklist.scores import PaperAssessment, checklist_scores
-from scoring.judges.consensus import ConsensusResult
+from scoring.checklist.scores import (
+    ChecklistScores,
+    PaperAssessment,
+    checklist_scores,
+    s_interval,
+)
+from scoring.judges.consensus import ConsensusResult, gather_all
+from scoring.judges.failures import JudgeUnavailable
 from scoring.judges.llm import make_client
 from scoring.judges.server import AdaptiveLimiter
 
@@ -108,7 +114,8 @@ async def _assess_batch(
         async with gate:
             return await assess_item(judge, item, iterations=iterations)
 
-    return list(await asyncio.gather(*(one(i) for i in items)))
+    # The first JudgeUnavailable cancels the other answers' calls: the run pauses as a whole.
+    return await gather_all(*(one(i) for i in items))
 
 
 def _votes_json(result: ConsensusResult[ChecklistVerdict]) -> list[dict[str, Any]]:
@@ -201,6 +208,10 @@ def process_checklist(run: EvaluationRun) -> None:
     )
     try:
         _process(run, submission)
+    except JudgeUnavailable:
+        # The judge is down, not the submission: the run pauses ("waiting for judge") and is
+        # picked up again by itself, so the submission stays where it is.
+        raise
     except Exception as exc:
         # A platform failure, not a refused submission: it keeps counting towards the quota.
         ChecklistSubmission.objects.filter(pk=submission.pk).update(
@@ -251,7 +262,7 @@ def _process(run: EvaluationRun, submission: ChecklistSubmission) -> None:
             error=f"{run.error} The submission still counts towards the team's quota."[:2000],
         )
         return
-    scores = _score(run, submission)
+    scores, ci = _score(run, submission)
     with transaction.atomic():
         ChecklistScore.objects.create(
             run=run,
@@ -261,6 +272,8 @@ def _process(run: EvaluationRun, submission: ChecklistSubmission) -> None:
             c_t=scores.c_t,
             r=scores.r,
             s=scores.s,
+            # Computed once here, not per request: the board only reads it.
+            ci=ci,
         )
         ChecklistSubmission.objects.filter(pk=submission.pk).update(
             status=SubmissionStatus.SCORED, error="", updated_at=timezone.now()
@@ -268,7 +281,10 @@ def _process(run: EvaluationRun, submission: ChecklistSubmission) -> None:
     run_finish(run=run)
 
 
-def _score(run: EvaluationRun, submission: ChecklistSubmission) -> Any:
+def _score(
+    run: EvaluationRun, submission: ChecklistSubmission
+) -> tuple[ChecklistScores, dict[str, Any] | None]:
+    """The submission's C, R and S, and the bootstrap interval of S over questions."""
     assessments = ChecklistAssessment.objects.filter(run=run).exclude(
         status=AssessmentStatus.JUDGE_FAILED
     )
@@ -282,8 +298,9 @@ def _score(run: EvaluationRun, submission: ChecklistSubmission) -> Any:
     papers = {k: PaperAssessment(answers=a, correct=c) for k, (a, c) in by_kind.items()}
     if PaperKind.GENUINE not in papers:
         raise ValueError(f"submission #{submission.pk} has no genuine paper")
-    return checklist_scores(
+    triplet = (
         papers[PaperKind.GENUINE],
         papers.get(PaperKind.ADVERSARIAL),
         papers.get(PaperKind.TRUTH),
     )
+    return checklist_scores(*triplet), s_interval(*triplet)

@@ -44,7 +44,7 @@ from scoring.judges.llm import make_client
 from scoring.judges.server import AdaptiveLimiter
 from scoring.probes.agreement import refusal_agreement
 from scoring.probes.geometry import observable_geometry
-from scoring.probes.metrics import run_metrics
+from scoring.probes.metrics import resilience_interval, run_metrics, suite_version
 from scoring.probes.refusal import RefusalVerdict, rules_verdict
 from scoring.probes.refusal_judge import OpenAIRefusalJudge, judge_verdict
 from scoring.probes.report import refusal_summary
@@ -162,6 +162,23 @@ def _signal_source(run: EvaluationRun, refusal: dict[str, Any]) -> tuple[str, st
     return "rules", "rules"
 
 
+def _suite_version(
+    suite_id: int, rules: Sequence[RuleSpec], scoring: ScoringConfig, signal: str, source: str
+) -> str:
+    """The version of the suite this run was scored against (see ``suite_version``).
+
+    Probes are read now, at scoring time: rows scored before a curator edits a probe keep the
+    old version and are never ranked with rows scored after.
+    """
+    probes = [_probe_spec(p) for p in Probe.objects.filter(suite_id=suite_id).order_by("id")]
+    return suite_version(
+        probes,
+        rules,
+        scoring=scoring.as_dict(),
+        refusal={"signal": signal, "source": source},
+    )
+
+
 def _write_report(
     run: EvaluationRun,
     submission_id: int,
@@ -169,6 +186,7 @@ def _write_report(
     config: dict[str, Any],
     signal: str,
     source: str,
+    version: str,
 ) -> None:
     labels = {r.pk: r.human_label for r in responses}
     stored = list(
@@ -181,7 +199,11 @@ def _write_report(
         CaseScore.model_construct(**{k: v for k, v in case.items() if k in fields})
         for _, case in stored
     ]
-    metrics = {**run_metrics(cases), "refusal_signal": refusal_summary(signal, source)}
+    metrics = {
+        **run_metrics(cases),
+        "refusal_signal": refusal_summary(signal, source),
+        "suite_version": version,
+    }
     agreement = refusal_agreement(
         (
             (c.category, c.boundary_or_refusal_signal, labels.get(rid, ""))
@@ -203,6 +225,8 @@ def _write_report(
         pass_rate=overall["pass_rate"],
         severity_weighted_pass_rate=overall["severity_weighted_pass_rate"],
         high_stakes_failure_rate=overall["high_stakes_failure_rate"],
+        # Computed once here, not per request: boards only read it.
+        ci=resilience_interval(cases),
     )
 
 
@@ -251,5 +275,6 @@ def probe_run_process(run: EvaluationRun) -> None:
             _store_chunk(run, chunk, verdicts, rules, scoring)
 
     if not ProbeRunReport.objects.filter(run=run).exists():
-        _write_report(run, submission.pk, responses, config, signal, source)
+        version = _suite_version(submission.suite_id, rule_specs, scoring, signal, source)
+        _write_report(run, submission.pk, responses, config, signal, source, version)
     run_finish(run=run)

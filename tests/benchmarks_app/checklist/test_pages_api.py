@@ -166,7 +166,20 @@ def test_commands_extract_and_leaderboard_json(
     call_command("checklist_leaderboard", "--format", "json", stdout=out)
     rows = json.loads(out.getvalue())["rows"]
     assert rows[0]["team"] == "zeta" and rows[0]["s"] == 0.123456
-    assert list(rows[0]) == ["rank", "team", "submission", "c_g", "c_a", "c_t", "r", "s"]
+    assert list(rows[0]) == [
+        "rank",
+        "team",
+        "submission",
+        "c_g",
+        "c_a",
+        "c_t",
+        "r",
+        "s",
+        "s_ci",
+        "rank_low",
+        "rank_high",
+        "tied",
+    ]
 
 
 def test_import_assessed_csv_command(tmp_path, django_capture_on_commit_callbacks) -> None:
