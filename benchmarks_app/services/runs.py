@@ -42,7 +42,7 @@ from benchmarks_app.services.leases import (
     piece_claim,
     piece_end,
 )
-from scoring.judges.failures import FailureCause, headline
+from scoring.judges.failures import FailureCause, JudgeUnavailable, headline
 
 logger = logging.getLogger(__name__)
 
@@ -78,13 +78,6 @@ RUN_KINDS: dict[str, RunKind] = {
 
 class RunNotResumable(Exception):
     pass
-
-
-def _judge_unavailable() -> type[BaseException] | None:
-    from scoring.judges import failures
-
-    found = getattr(failures, "JudgeUnavailable", None)
-    return found if isinstance(found, type) else None
 
 
 def run_plan(run: EvaluationRun) -> list[str]:
@@ -205,7 +198,6 @@ def piece_process(*, piece_id: int) -> None:
     kind = RUN_KINDS[run.benchmark]
     keeper = LeaseKeeper(piece)
     keeper.start()
-    unavailable = _judge_unavailable()
     try:
         with holding(piece):
             if kind.plan:
@@ -219,10 +211,9 @@ def piece_process(*, piece_id: int) -> None:
                 _run_finish_if_last(run.pk, kind)
     except LeaseLost as exc:
         logger.warning("run #%s: %s; the new holder carries on", run.pk, exc)
+    except JudgeUnavailable as exc:
+        _pause(piece, str(exc))
     except Exception as exc:
-        if unavailable is not None and isinstance(exc, unavailable):
-            _pause(piece, str(exc))
-            return
         message = f"{type(exc).__name__}: {exc}"
         logger.error("run #%s failed (piece %r): %s", run.pk, piece.key or "all", message)
         with holding(piece):

@@ -290,3 +290,28 @@ def test_admin_actions_resume_failed_and_cancel_queued_runs(
     admin_client.post(url, {"action": "cancel_runs", "_selected_action": [failed.pk]})
     failed.refresh_from_db()
     assert failed.status == RunStatus.CANCELLED
+
+
+def test_a_judge_outage_pauses_the_run_and_the_sweeper_finishes_it(monkeypatch: Any) -> None:
+    from scoring.judges.failures import JudgeUnavailable
+
+    run = _run()
+    outage = {"down": True}
+
+    def judging(r: EvaluationRun) -> None:
+        if outage["down"]:
+            raise JudgeUnavailable("judge fake at http://127.0.0.1:9 unreachable for 300 s")
+        run_services.run_finish(run=r)
+
+    _use_kind(monkeypatch, judging)
+    (piece,) = run_services.run_pieces_prepare(run=run)
+    run_services.piece_process(piece_id=piece.pk)  # no exception: a pause is not a failure
+    run.refresh_from_db()
+    piece.refresh_from_db()
+    assert run.status == RunStatus.WAITING and "unreachable" in run.error
+    assert piece.status == PieceStatus.WAITING
+    outage["down"] = False
+    report = runs_sweep()
+    run.refresh_from_db()
+    assert report.waiting == [piece.pk]
+    assert run.status == RunStatus.SUCCEEDED and run.is_complete and run.error == ""
