@@ -10,14 +10,18 @@ from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
+from simple_history.admin import SimpleHistoryAdmin
 
 from benchmarks_app.models import Repo, ScanFinding, Scanner, ScanResult, TruthFinding
 from benchmarks_app.services.audit import (
     AuditRunError,
+    DatasetError,
     audit_import_uploads,
     audit_run_create,
     audit_scan_result_make_current,
+    audit_truth_finding_edit,
 )
+from benchmarks_app.services.audit.datasets import TRUTH_EDITABLE_FIELDS, is_frozen
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -54,6 +58,16 @@ class AuditUploadForm(forms.Form):
     scanner = forms.CharField(
         required=False, help_text="Needed for scanner results: the scanner's name."
     )
+    dataset = forms.SlugField(
+        required=False,
+        help_text="Dataset the imported repos join (created if new; a dataset without a "
+        "published release gets SLUG@1, published and official).",
+    )
+    overwrite = forms.BooleanField(
+        required=False,
+        help_text="Replace truth fields edited in the admin with the files' values "
+        "(otherwise they are kept and listed as conflicts).",
+    )
 
 
 def judge_choices() -> list[tuple[str, str]]:
@@ -85,10 +99,21 @@ class EvaluateForm(forms.Form):
 
 
 class TruthFindingInline(admin.TabularInline):
+    """The repo's current truth findings; edits go through the finding's own page, so that a
+    finding a published release contains becomes a new version instead of changing."""
+
     model = TruthFinding
     extra = 0
     fields = ("order", "finding_id", "severity", "title", "category")
+    readonly_fields = fields
     show_change_link = True
+    can_delete = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[TruthFinding]:
+        return super().get_queryset(request).filter(is_current=True)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Repo)
@@ -116,15 +141,34 @@ class RepoAdmin(admin.ModelAdmin):
             return HttpResponseRedirect(reverse("admin:benchmarks_app_repo_changelist"))
         form = AuditUploadForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
-            report = audit_import_uploads(
-                files=[(f.name, f.read()) for f in form.cleaned_data["files"]],
-                kind=form.cleaned_data["kind"],
-                scanner=form.cleaned_data["scanner"].strip(),
-                owner=request.user,
-            )
+            try:
+                report = audit_import_uploads(
+                    files=[(f.name, f.read()) for f in form.cleaned_data["files"]],
+                    kind=form.cleaned_data["kind"],
+                    scanner=form.cleaned_data["scanner"].strip(),
+                    owner=request.user,
+                    dataset=form.cleaned_data["dataset"] or None,
+                    overwrite=form.cleaned_data["overwrite"],
+                )
+            except DatasetError as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+                return HttpResponseRedirect(reverse("admin:benchmarks_app_repo_import"))
             for problem in report.problems:
                 self.message_user(
                     request, f"Skipped {problem.path}: {problem.reason}", messages.WARNING
+                )
+            for conflict in report.conflicts:
+                self.message_user(
+                    request,
+                    f"Kept your edit (tick overwrite to take the file's): {conflict}",
+                    messages.WARNING,
+                )
+            if report.truth_versioned:
+                self.message_user(
+                    request,
+                    f"{report.truth_versioned} changed truth finding(s) are in a published "
+                    "release: each is a new version for the next release.",
+                    messages.INFO,
                 )
             self.message_user(request, f"Imported: {report.summary()}", messages.SUCCESS)
             return HttpResponseRedirect(reverse("admin:benchmarks_app_repo_changelist"))
@@ -193,7 +237,9 @@ class RepoAdmin(admin.ModelAdmin):
             super()
             .get_queryset(request)
             .annotate(
-                _truth=Count("truth_findings", distinct=True),
+                _truth=Count(
+                    "truth_findings", filter=Q(truth_findings__is_current=True), distinct=True
+                ),
                 _scans=Count(
                     "scan_results", filter=Q(scan_results__is_current=True), distinct=True
                 ),
@@ -210,11 +256,78 @@ class RepoAdmin(admin.ModelAdmin):
 
 
 @admin.register(TruthFinding)
-class TruthFindingAdmin(admin.ModelAdmin):
-    list_display = ("finding_id", "repo", "severity", "title", "category", "order")
-    list_filter = ("severity", "repo__platform", "repo")
+class TruthFindingAdmin(SimpleHistoryAdmin):
+    """Curated ground truth, with its change history (django-simple-history: every save is a
+    historical row with the user and the reason, shown under "History").
+
+    Saving goes through :func:`audit_truth_finding_edit`: a finding that a published release
+    contains is never changed; the edit becomes a new version (the next release's), and the
+    page moves to it. Edited fields are remembered, so a re-import keeps them.
+    """
+
+    list_display = (
+        "finding_id",
+        "repo",
+        "severity",
+        "title",
+        "category",
+        "order",
+        "is_current",
+        "edited",
+    )
+    list_filter = ("is_current", "severity", "repo__platform", "repo")
     search_fields = ("finding_id", "title", "description", "repo__project_id")
     list_select_related = ("repo",)
+    readonly_fields = ("is_current", "supersedes", "edited_fields", "in_releases")
+
+    @admin.display(description="Edited", boolean=True)
+    def edited(self, obj: TruthFinding) -> bool:
+        return bool(obj.edited_fields)
+
+    @admin.display(description="In releases")
+    def in_releases(self, obj: TruthFinding) -> str:
+        releases = [str(r) + ("" if r.is_published else " (draft)") for r in obj.releases.all()]
+        return ", ".join(releases) or "—"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return self.readonly_fields
+        if not obj.is_current:
+            # An earlier version: what the releases and runs that used it saw.
+            return [f.name for f in obj._meta.fields] + ["in_releases"]
+        return [*self.readonly_fields, "repo", "finding_id"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and (not obj.is_current or is_frozen(obj)):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        original = TruthFinding.objects.get(pk=obj.pk)
+        changes = {
+            name: getattr(obj, name) for name in form.changed_data if name in TRUTH_EDITABLE_FIELDS
+        }
+        saved = audit_truth_finding_edit(finding=original, changes=changes)
+        if saved.pk != original.pk:
+            request._truth_new_version = saved  # type: ignore[attr-defined]
+            obj.refresh_from_db()
+
+    def response_change(self, request: HttpRequest, obj: Any) -> HttpResponse:
+        new = getattr(request, "_truth_new_version", None)
+        if new is None:
+            return super().response_change(request, obj)
+        self.message_user(
+            request,
+            f"{obj.finding_id} is in a published release, which never changes: your edit is "
+            f"a new version (#{new.pk}) that the next release will contain.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(
+            reverse("admin:benchmarks_app_truthfinding_change", args=[new.pk])
+        )
 
 
 class ScanFindingInline(admin.TabularInline):
@@ -317,3 +430,7 @@ class ScanFindingAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# The dataset and release admins register themselves on import.
+from benchmarks_app.admin import audit_datasets  # noqa: E402, F401

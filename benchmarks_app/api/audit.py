@@ -7,40 +7,38 @@ only where visible (``api:repo-detail``).
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import django_filters
 from django import forms
 from django.db.models import Prefetch, QuerySet
-from django.http import QueryDict
-from django.shortcuts import get_object_or_404
-from django.urls import NoReverseMatch, path, reverse
-from django.utils import timezone
+from django.urls import path, reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
-from rest_framework import generics, serializers, status
+from rest_framework import generics, serializers
 from rest_framework.exceptions import (
-    ErrorDetail,
     NotFound,
-    PermissionDenied,
-    Throttled,
     ValidationError,
 )
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchmarks_app.api.audit_submit import DatasetSubmitView, SubmitResultsView
 from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
 from benchmarks_app.models import Repo, Scanner
-from benchmarks_app.selectors.audit import ReportNotFound, audit_leaderboard, audit_report
-from benchmarks_app.selectors.visibility import truth_findings_redacted, visible_repos
-from benchmarks_app.services.audit import (
-    AuditQuotaExceeded,
-    AuditRunError,
-    audit_scan_submit,
-    audit_scan_upload,
+from benchmarks_app.models.audit import AuditDataset
+from benchmarks_app.selectors.audit import ReportNotFound, audit_report
+from benchmarks_app.selectors.audit_boards import (
+    PUBLIC_ROW_KEYS,
+    BoardNotFound,
+    audit_boards,
+    board_document,
+    published_release,
+    resolve_board,
 )
+from benchmarks_app.selectors.visibility import truth_findings_redacted, visible_repos
+from scoring.audit.metrics import severity_counts
 
 # --- Scanners and repos ------------------------------------------------------------------
 
@@ -116,8 +114,12 @@ class RepoSerializer(serializers.ModelSerializer):
 class TruthFindingPublicSerializer(serializers.Serializer):
     finding_id = serializers.CharField()
     severity = serializers.CharField()
-    title = serializers.CharField()
-    category = serializers.CharField()
+    title = serializers.CharField(
+        source="visible_title",
+        allow_null=True,
+        help_text="Only for repos marked public (and for staff); null otherwise.",
+    )
+    category = serializers.CharField(source="visible_category", allow_null=True)
     description = serializers.CharField(
         source="visible_description",
         allow_null=True,
@@ -127,10 +129,21 @@ class TruthFindingPublicSerializer(serializers.Serializer):
 
 class RepoDetailSerializer(RepoSerializer):
     truth_findings = TruthFindingPublicSerializer(many=True, read_only=True)
+    truth_severity_counts = serializers.SerializerMethodField(
+        help_text="Current truth findings per severity (shown for hidden repos too)."
+    )
 
     class Meta(RepoSerializer.Meta):
-        fields = [*RepoSerializer.Meta.fields, "contract_files", "truth_findings"]
+        fields = [
+            *RepoSerializer.Meta.fields,
+            "contract_files",
+            "truth_severity_counts",
+            "truth_findings",
+        ]
         read_only_fields = fields
+
+    def get_truth_severity_counts(self, repo: Repo) -> dict[str, int]:
+        return severity_counts(t.severity for t in repo.truth_findings.all())
 
 
 class StrictBooleanField(forms.NullBooleanField):
@@ -184,11 +197,11 @@ class RepoDetailView(generics.RetrieveAPIView):
     serializer_class = RepoDetailSerializer
 
     def get_queryset(self) -> QuerySet[Repo]:
-        findings = truth_findings_redacted(self.request.user).order_by("order", "id")
+        findings = truth_findings_redacted(self.request.user).filter(is_current=True)
         return (
             visible_repos(self.request.user)
             .with_counts()  # type: ignore[attr-defined]
-            .prefetch_related(Prefetch("truth_findings", queryset=findings))
+            .prefetch_related(Prefetch("truth_findings", queryset=findings.order_by("order", "id")))
         )
 
 
@@ -196,80 +209,170 @@ class RepoDetailView(generics.RetrieveAPIView):
 
 
 class AuditLeaderboardRowSerializer(serializers.Serializer):
-    """One scanner, over each repo's latest complete evaluation; counts summed over repos."""
+    """One scanner on one board (a dataset release and a judge); counts summed over repos."""
 
-    rank = serializers.IntegerField(help_text="Position by F1 with partial, then F1, then name.")
     scanner = serializers.CharField(help_text="Scanner name.")
-    run_ids = serializers.ListField(
-        child=serializers.IntegerField(), help_text="Runs whose results are counted."
+    rank = serializers.IntegerField(
+        allow_null=True,
+        help_text="By F1 with partial, then F1; equal numbers share a rank. Null: incomplete.",
     )
-    repos = serializers.IntegerField(help_text="Repos evaluated.")
-    truth = serializers.IntegerField(help_text="Verified findings in those repos.")
-    scan = serializers.IntegerField(help_text="Findings the scanner reported.")
-    qa = serializers.IntegerField(help_text="Reported findings of Info / Best Practices severity.")
+    rank_low = serializers.IntegerField(
+        allow_null=True, help_text="Best rank the 95% intervals allow."
+    )
+    rank_high = serializers.IntegerField(
+        allow_null=True, help_text="Worst rank the 95% intervals allow."
+    )
+    complete = serializers.BooleanField(help_text="Evaluated on every repo of the release.")
+    repos_evaluated = serializers.IntegerField()
+    repos_total = serializers.IntegerField(help_text="Repos in the release.")
     tp = serializers.IntegerField(help_text="Exact matches (true positives).")
     partial = serializers.IntegerField(  # type: ignore[assignment]
         help_text="Partial matches: right contract, function and core issue."
     )
     fp = serializers.IntegerField(help_text="Reported findings matching nothing.")
     fn = serializers.IntegerField(help_text="Verified findings not found.")
-    precision = serializers.FloatField(help_text="TP / reported, in [0, 1].")
-    recall = serializers.FloatField(help_text="TP / verified, in [0, 1].")
-    f1 = serializers.FloatField()
-    precision_with_partial = serializers.FloatField(
-        help_text="(TP + partial) / reported, QA findings left out."
+    precision = serializers.FloatField(allow_null=True, help_text="TP / reported, in [0, 1].")
+    recall = serializers.FloatField(allow_null=True, help_text="TP / verified, in [0, 1].")
+    f1 = serializers.FloatField(allow_null=True)
+    f1_with_partial = serializers.FloatField(allow_null=True, help_text="The ranking metric.")
+    f1_with_partial_ci = serializers.ListField(
+        child=serializers.FloatField(),
+        min_length=2,
+        max_length=2,
+        allow_null=True,
+        help_text="95% percentile bootstrap interval [low, high] over truth findings.",
     )
-    recall_with_partial = serializers.FloatField(help_text="(TP + partial) / verified.")
-    f1_with_partial = serializers.FloatField()
-    is_complete = serializers.BooleanField()
-    report = serializers.SerializerMethodField(help_text="The scanner's full report.")
-
-    @extend_schema_field(OpenApiTypes.URI)
-    def get_report(self, row: dict[str, Any]) -> str | None:
-        try:
-            url = reverse("api:audit-report", args=[row["scanner"]])
-        except NoReverseMatch:  # a name the URL pattern cannot carry
-            return None
-        request = self.context.get("request")
-        return request.build_absolute_uri(url) if request is not None else url
 
 
-AUDIT_ORDERING = [
-    "rank",
-    "scanner",
-    "repos",
-    "truth",
-    "scan",
-    "qa",
-    "tp",
-    "partial",
-    "fp",
-    "fn",
-    "precision",
-    "recall",
-    "f1",
-    "precision_with_partial",
-    "recall_with_partial",
-    "f1_with_partial",
+AUDIT_ORDERING = [k for k in PUBLIC_ROW_KEYS if k != "f1_with_partial_ci"]
+# Older clients order by ``repos``: the repos evaluated.
+ORDERING_ALIASES = {"repos": "repos_evaluated"}
+
+
+def _board_params(request: Request) -> dict[str, str | None]:
+    params = {k: request.query_params.get(k) or None for k in ("dataset", "release", "judge")}
+    release = params["release"]
+    if release is not None and not (release.isascii() and release.isdigit()):
+        raise ValidationError({"release": "must be a release number (an integer)"})
+    return params
+
+
+BOARD_PARAMETERS = [
+    OpenApiParameter("dataset", str, description="dataset slug (default: the site's first)"),
+    OpenApiParameter(
+        "release",
+        {"type": "integer", "minimum": 0},
+        description="release number (default: the dataset's official release)",
+    ),
+    OpenApiParameter(
+        "judge", str, description="offline, openai:MODEL or replay:DIR (default: official)"
+    ),
 ]
 
 
 class LeaderboardView(LeaderboardListView):
-    """Scanners ranked on each repo's latest complete evaluation (best F1 with partial first).
+    """One audit board: a dataset release and a judge (default: the official ones).
 
-    Paginated (`page`, `page_size`); `ordering` re-orders the rows, keeping their rank.
+    The rows of ``manage.py audit_leaderboard --format json``: ranked scanners (evaluated on
+    every repo of the release) first, then incomplete ones, unranked. Paginated (`page`,
+    `page_size`); `ordering` re-orders the rows, keeping their rank.
     """
 
     serializer_class = AuditLeaderboardRowSerializer
-    ordering_fields = AUDIT_ORDERING
+    ordering_fields = [*AUDIT_ORDERING, *ORDERING_ALIASES]
 
-    @extend_schema(parameters=[ordering_parameter(AUDIT_ORDERING, "rank")])
+    @extend_schema(
+        parameters=[*BOARD_PARAMETERS, ordering_parameter([*AUDIT_ORDERING, "repos"], "rank")]
+    )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
+    def ordering_alias(self, field: str) -> str:
+        return ORDERING_ALIASES.get(field, field)
+
     def get_rows(self) -> list[dict[str, Any]]:
-        # The selector's order is the ranking; it does not number its rows itself.
-        return [{**row, "rank": i} for i, row in enumerate(audit_leaderboard(), start=1)]
+        try:
+            board = resolve_board(**_board_params(self.request))
+        except BoardNotFound as exc:
+            field, _, message = str(exc).partition(": ")
+            raise NotFound({field: message}) from None
+        return board_document(board)["rows"]
+
+
+class BoardSerializer(serializers.Serializer):
+    dataset = serializers.CharField()
+    release = serializers.IntegerField()
+    judge = serializers.CharField()
+    rows = serializers.IntegerField(help_text="Scanners on the board.")
+    official = serializers.BooleanField(help_text="The board the site shows first.")
+    url = serializers.SerializerMethodField()
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_url(self, board: dict[str, Any]) -> str:
+        query = urlencode(
+            {"dataset": board["dataset"], "release": board["release"], "judge": board["judge"]}
+        )
+        url = f"{reverse('api:audit-leaderboard')}?{query}"
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request is not None else url
+
+
+class BoardListView(generics.ListAPIView):
+    """Every audit board with rows (one per dataset release and judge), official ones marked."""
+
+    serializer_class = BoardSerializer
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> Any:
+        return audit_boards()
+
+
+class DatasetSerializer(serializers.ModelSerializer):
+    official_release = serializers.SerializerMethodField()
+    releases = serializers.SerializerMethodField()
+    repos = serializers.SlugRelatedField(  # type: ignore[var-annotated]
+        many=True, read_only=True, slug_field="project_id"
+    )
+    submit_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = AuditDataset
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "official_release",
+            "official_judge",
+            "releases",
+            "repos",
+            "submit_url",
+        ]
+        read_only_fields = fields
+
+    def get_official_release(self, dataset: AuditDataset) -> int | None:
+        release = published_release(dataset)
+        return release.number if release is not None else None
+
+    def get_releases(self, dataset: AuditDataset) -> list[int]:
+        return sorted(r.number for r in dataset.releases.all() if r.is_published)
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_submit_url(self, dataset: AuditDataset) -> str:
+        url = reverse("api:audit-dataset-submit", args=[dataset.slug])
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request is not None else url
+
+
+class DatasetListView(generics.ListAPIView):
+    """Audit datasets: their repos, published releases and the official release and judge."""
+
+    serializer_class = DatasetSerializer
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> QuerySet[AuditDataset]:
+        return AuditDataset.objects.select_related("official_release").prefetch_related(
+            "releases", "repos"
+        )
 
 
 MAX_ID = 2**63 - 1
@@ -283,8 +386,9 @@ class ReportView(APIView):
             OpenApiParameter(
                 "run",
                 {"type": "integer", "minimum": 0, "maximum": MAX_ID},
-                description="one run instead of the latest",
-            )
+                description="one run instead of a board row",
+            ),
+            *BOARD_PARAMETERS,
         ],
         responses=OpenApiTypes.OBJECT,
     )
@@ -292,91 +396,12 @@ class ReportView(APIView):
         run = request.query_params.get("run")
         if run is not None and not (run.isascii() and run.isdigit() and int(run) <= MAX_ID):
             raise ValidationError({"run": "must be a run id (an integer)"})
+        board = _board_params(request)
         try:
-            report = audit_report(scanner_name=scanner, run_id=int(run) if run else None)
+            report = audit_report(scanner_name=scanner, run_id=int(run) if run else None, **board)
         except ReportNotFound as exc:
             raise NotFound(str(exc)) from None
         return Response(report)
-
-
-class SubmitResultsView(APIView):
-    """Upload a scanner's results for one repo and queue their evaluation.
-
-    Either a JSON body holding the results in any accepted shape (a list of findings, or
-    ``{project, findings: [...], token_usage, ...}``), or a multipart form with the results
-    as a JSON ``file`` (what the web form sends). The scanner's name comes from
-    ``?scanner=NAME``, a ``scanner`` form field, or a top-level ``"scanner"`` key; the judge
-    (``offline`` or ``openai``) from ``?judge=`` or a ``judge`` form field. Answers 202 with
-    the queued run; 403 when the scanner name belongs to somebody else.
-    """
-
-    permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("scanner", str, description="scanner name"),
-            OpenApiParameter("judge", str, description="offline or openai (default: the site's)"),
-        ],
-        request=OpenApiTypes.OBJECT,
-        responses={202: OpenApiTypes.OBJECT},
-    )
-    def post(self, request: Request, project_id: str) -> Response:
-        repo = get_object_or_404(visible_repos(request.user), project_id=project_id)
-        data: Any = request.data
-        scanner = request.query_params.get("scanner", "")
-        judge = request.query_params.get("judge") or None
-        upload = None
-        if isinstance(data, QueryDict):  # multipart or urlencoded form
-            scanner = scanner or data.get("scanner", "")
-            judge = judge or data.get("judge") or None
-            upload = request.FILES.get("file")
-            if upload is None:
-                raise ValidationError(
-                    {"file": "upload the results as a JSON file, or send them as a JSON body"}
-                )
-        elif isinstance(data, dict) and "scanner" in data:
-            scanner = scanner or str(data.get("scanner") or "")
-            data = {k: v for k, v in data.items() if k != "scanner"}
-        if not scanner:
-            raise ValidationError({"scanner": "give the scanner's name (?scanner=NAME)"})
-        try:
-            if upload is not None:
-                run = audit_scan_upload(
-                    user=request.user, scanner_name=scanner, repo=repo, upload=upload, judge=judge
-                )
-            else:
-                run = audit_scan_submit(
-                    user=request.user, scanner_name=scanner, repo=repo, data=data, judge=judge
-                )
-        except PermissionError as exc:
-            field, _, message = str(exc).partition(": ")
-            raise PermissionDenied({field: message} if message else str(exc)) from None
-        except AuditQuotaExceeded as exc:
-            wait = (exc.quota.resets_at - timezone.now()).total_seconds()
-            throttled = Throttled(wait=max(wait, 1))  # 429 with Retry-After
-            field, _, message = str(exc).partition(": ")
-            throttled.detail = {field: [ErrorDetail(message or str(exc), code="throttled")]}
-            raise throttled from None
-        except AuditRunError as exc:
-            field, _, message = str(exc).partition(": ")
-            raise ValidationError({field if message else "detail": message or str(exc)}) from None
-        run.refresh_from_db()
-        name = run.scanner.name if run.scanner else scanner
-        return Response(
-            {
-                "run": run.pk,
-                "status": run.status,
-                "scanner": name,
-                "repo": repo.project_id,
-                "findings": repo.scan_results.get(
-                    scanner__name=name, is_current=True
-                ).findings.count(),
-                "run_url": request.build_absolute_uri(reverse("audit:run", args=[run.pk])),
-                "report_url": request.build_absolute_uri(reverse("api:audit-report", args=[name])),
-            },
-            status=status.HTTP_202_ACCEPTED,
-        )
 
 
 urlpatterns = [
@@ -385,6 +410,13 @@ urlpatterns = [
     path("repos/", RepoListView.as_view(), name="repo-list"),
     path("repos/<int:pk>/", RepoDetailView.as_view(), name="repo-detail"),
     path("leaderboard/", LeaderboardView.as_view(), name="audit-leaderboard"),
+    path("boards/", BoardListView.as_view(), name="audit-boards"),
+    path("datasets/", DatasetListView.as_view(), name="audit-datasets"),
+    path(
+        "datasets/<slug:slug>/results/",
+        DatasetSubmitView.as_view(),
+        name="audit-dataset-submit",
+    ),
     path("reports/<str:scanner>/", ReportView.as_view(), name="audit-report"),
     path("repos/<str:project_id>/results/", SubmitResultsView.as_view(), name="audit-submit"),
 ]

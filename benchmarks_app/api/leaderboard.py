@@ -97,13 +97,21 @@ class LeaderboardListView(generics.ListAPIView):
     def get_rows(self) -> list[dict[str, Any]]:
         raise NotImplementedError
 
+    def ordering_alias(self, field: str) -> str:
+        """The row key an ordering field stands for (older names of renamed fields)."""
+        return field
+
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         orderings = request.query_params.getlist("ordering")
         if len(orderings) > 1:
             raise ValidationError({"ordering": "give it once (fields separated by commas)"})
-        rows = order_rows(
-            self.get_rows(), orderings[0] if orderings else None, self.ordering_fields
-        )
+        ordering = orderings[0] if orderings else None
+        if ordering:
+            ordering = ",".join(
+                ("-" if t.startswith("-") else "") + self.ordering_alias(t.removeprefix("-"))
+                for t in ordering.split(",")
+            )
+        rows = order_rows(self.get_rows(), ordering, self.ordering_fields)
         # The paginator slices any sequence; the stubs only know querysets.
         page: list[dict[str, Any]] | None = self.paginate_queryset(rows)  # type: ignore[arg-type]
         assert page is not None  # a pagination class is always set

@@ -80,6 +80,7 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
     ``start`` numbers the entries, so that calling it again adds rows (tests use two sizes).
     """
     from benchmarks_app.models import (
+        AuditDataset,
         AuditRepoResult,
         Benchmark,
         Challenge,
@@ -95,6 +96,11 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
         SubmissionKind,
         SubmissionStatus,
         Team,
+    )
+    from benchmarks_app.services.audit import (
+        audit_board_refresh,
+        audit_release_create,
+        audit_release_publish,
     )
 
     rng = random.Random(7 + start)
@@ -115,10 +121,28 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
             for obj in objs
         )
 
-    # Audit: one scanner per entry, each scored on one repo.
+    # Audit: one scanner per entry, each scored on one repo, the whole of a one-repo dataset
+    # release (its board is rewritten below, as when runs end).
     repo, _ = Repo.objects.get_or_create(project_id="bench_repo_2025_01", name="Bench repo")
+    dataset, _ = AuditDataset.objects.get_or_create(slug="bench", defaults={"name": "Bench"})
+    release = dataset.releases.filter(is_published=True).first()
+    if release is None:
+        dataset.repos.add(repo)
+        release = audit_release_publish(release=audit_release_create(dataset=dataset))
     scanners = Scanner.objects.bulk_create(Scanner(name=f"scanner-{i:04d}") for i in numbers)
-    audit_runs = new_runs(Benchmark.AUDIT, scanner=scanners)
+    audit_runs = runs.bulk_create(
+        EvaluationRun(
+            benchmark=Benchmark.AUDIT,
+            status=RunStatus.SUCCEEDED,
+            is_complete=True,
+            progress_done=1,
+            progress_total=1,
+            scanner=scanner,
+            release=release,
+            judge="offline",
+        )
+        for scanner in scanners
+    )
     results = []
     for run, scanner in zip(audit_runs, scanners, strict=True):
         truth, tp, partial = 20, rng.randint(0, 15), rng.randint(0, 3)
@@ -144,6 +168,7 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
             )
         )
     AuditRepoResult.objects.bulk_create(results)
+    audit_board_refresh(release=release, judge="offline")
 
     # Probes: one model per entry on one suite; one in ten has no resilience index.
     suite, _ = ProbeSuite.objects.get_or_create(name="bench-suite")

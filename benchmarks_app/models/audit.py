@@ -19,7 +19,10 @@ class RepoQuerySet(models.QuerySet["Repo"]):
 
     def with_counts(self) -> RepoQuerySet:
         return self.annotate(
-            truth_count=Count("truth_findings", distinct=True),
+            # Versions replaced by a curation edit stay with their releases; count the current.
+            truth_count=Count(
+                "truth_findings", filter=Q(truth_findings__is_current=True), distinct=True
+            ),
             # Versions replaced by a later import stay for the runs that judged them; a
             # listing counts the scanners whose results are current.
             scan_result_count=Count(
@@ -353,6 +356,9 @@ class DatasetRelease(TimeStampedModel):
     published_at = models.DateTimeField(null=True, blank=True)
     notes = models.TextField(blank=True)
     truth_findings = models.ManyToManyField(TruthFinding, blank=True, related_name="releases")
+    # The repos the release covers, frozen with its truth: a board's coverage is counted
+    # against them (a repo may have no truth finding of its own).
+    repos = models.ManyToManyField(Repo, blank=True, related_name="releases")
 
     class Meta:
         ordering = ["dataset", "number"]
@@ -362,3 +368,51 @@ class DatasetRelease(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.dataset.slug}@{self.number}"
+
+
+class AuditBoardRow(models.Model):
+    """One scanner's row on the board of one (release, judge), written when a run ends.
+
+    A derived table, rebuilt from the appended run results whenever a run of the board ends
+    (``services.audit.boards``), so that a board page or API response is one query and its
+    interval is computed once, not per request. ``judge`` is the board's judge key:
+    ``offline``, ``openai:MODEL`` or ``replay:DIR``. Ranked rows (complete on every repo of
+    the release) have ``rank``/``rank_low``/``rank_high``; incomplete rows have none.
+    """
+
+    release = models.ForeignKey(DatasetRelease, on_delete=models.CASCADE, related_name="board_rows")
+    judge = models.CharField(max_length=300)
+    scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="board_rows")
+    # The order on the board: ranked rows first (best first), then incomplete ones.
+    position = models.PositiveIntegerField(default=0)
+    run_ids = models.JSONField(default=list, blank=True)
+    # The repo results the row sums (their ids): its interval is recomputed only when they
+    # change, so rows of other scanners keep theirs when one scanner's run ends.
+    repo_result_ids = models.JSONField(default=list, blank=True)
+    repos_evaluated = models.PositiveIntegerField(default=0)
+    repos_total = models.PositiveIntegerField(default=0)
+    is_complete = models.BooleanField(default=False)
+    metrics = models.JSONField(default=dict, blank=True)
+    f1_with_partial = models.FloatField(null=True, blank=True)
+    ci_low = models.FloatField(null=True, blank=True)
+    ci_high = models.FloatField(null=True, blank=True)
+    ci_level = models.FloatField(null=True, blank=True)
+    ci_resamples = models.PositiveIntegerField(null=True, blank=True)
+    ci_seed = models.IntegerField(null=True, blank=True)
+    rank = models.PositiveIntegerField(null=True, blank=True)
+    rank_low = models.PositiveIntegerField(null=True, blank=True)
+    rank_high = models.PositiveIntegerField(null=True, blank=True)
+    tied_with_above = models.BooleanField(default=False)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["release", "judge", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["release", "judge", "scanner"], name="uniq_audit_board_row"
+            ),
+        ]
+        indexes = [models.Index(fields=["release", "judge", "position"])]
+
+    def __str__(self) -> str:
+        return f"{self.release} / {self.judge}: {self.scanner}"

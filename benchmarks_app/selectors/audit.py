@@ -1,10 +1,9 @@
-"""Audit reads: the scanner leaderboard, the report document and the run page.
+"""Audit reads: the boards, the report document and the run page.
 
-Every scanner is ranked on each repo's latest complete evaluation of its current results (the
-newest complete :class:`AuditRepoResult` per scanner and repo whose scan result version is
-still current: results replaced by a newer import leave the leaderboard until the new version
-is evaluated, while their runs stay reproducible through ``--run``). The number of queries
-does not grow with the number of scanners, repos or runs.
+A board is one (dataset release, judge) pair (:mod:`benchmarks_app.selectors.audit_boards`):
+per scanner, each repo's latest complete evaluation by that release and judge whose judged
+results are still the scanner's current ones. A report covers one run, or one scanner's row
+on one board; it never mixes releases or judges.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max, Q
+from django.db.models import Count, Max
 from django.utils import timezone
 
 from benchmarks_app.models import (
@@ -23,11 +22,19 @@ from benchmarks_app.models import (
     AuditTruthResult,
     Benchmark,
     EvaluationRun,
+    JudgeCall,
     MatchOutcome,
     Scanner,
     TruthFinding,
 )
-from benchmarks_app.models.audit import AuditRunScan
+from benchmarks_app.models.audit import AuditBoardRow, AuditRunScan
+from benchmarks_app.selectors.audit_boards import (
+    Board,
+    BoardNotFound,
+    audit_leaderboard,
+    board_judge_key,
+    resolve_board,
+)
 from benchmarks_app.selectors.visibility import truth_details_visible, visible_runs
 from scoring.audit.metrics import (
     RATIO_KEYS,
@@ -35,9 +42,22 @@ from scoring.audit.metrics import (
     build_report,
     is_row_complete,
     judged,
-    overall,
     pct,
 )
+
+__all__ = [
+    "NOT_JUDGED",
+    "AuditSubmissionQuota",
+    "BoardNotFound",
+    "RepoSection",
+    "ReportNotFound",
+    "audit_daily_limit",
+    "audit_leaderboard",
+    "audit_report",
+    "audit_run_detail",
+    "audit_submission_quota",
+    "run_judge_calls",
+]
 
 # The run page's outcome for truth findings left behind a judge failure (never stored).
 NOT_JUDGED = "not_judged"
@@ -47,98 +67,120 @@ class ReportNotFound(LookupError):
     pass
 
 
-def _latest_complete(scanner_id: int | None = None) -> list[AuditRepoResult]:
-    # Rows without a version were written by hand (benchmarks, tests); they count as current.
-    qs = AuditRepoResult.objects.filter(is_complete=True).filter(
-        Q(scan_result__isnull=True) | Q(scan_result__is_current=True)
-    )
-    if scanner_id is not None:
-        qs = qs.filter(scanner_id=scanner_id)
-    latest_ids = qs.values("scanner_id", "repo_id").annotate(latest=Max("id")).values("latest")
-    return list(
-        AuditRepoResult.objects.filter(id__in=latest_ids)
-        .select_related("scanner", "repo", "scan_result")
-        .order_by("scanner__name", "repo__project_id")
-    )
-
-
-def audit_leaderboard() -> list[dict[str, Any]]:
-    """One row per scanner, best F1 (with partial) first."""
-    by_scanner: dict[str, list[AuditRepoResult]] = defaultdict(list)
-    for row in _latest_complete():
-        by_scanner[row.scanner.name].append(row)
-    board = []
-    for name, rows in by_scanner.items():
-        totals = overall([r.metrics for r in rows])
-        for key in ("repo", "truth_severity_counts", "scan_severity_counts"):
-            totals.pop(key, None)
-        # Complete evaluations only: nothing is unjudged, every ratio is known.
-        for key in ("judge_failed", "not_judged"):
-            totals.pop(key, None)
-        board.append(
-            {
-                "scanner": name,
-                "scanner_id": rows[0].scanner_id,
-                "run_ids": sorted({r.run_id for r in rows}),
-                "repos": len(rows),
-                **totals,
-                "is_complete": True,
-            }
-        )
-    board.sort(key=_rank_key)
-    return board
-
-
-def _desc_nulls_last(value: float | None) -> tuple[bool, float]:
-    return (value is None, -(value or 0.0))
-
-
-def _rank_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    """Best F1 with partial first, then F1, then name; a missing score ranks last."""
-    return (
-        *_desc_nulls_last(row.get("f1_with_partial")),
-        *_desc_nulls_last(row.get("f1")),
-        row["scanner"],
-    )
-
-
-def audit_report(*, scanner_name: str, run_id: int | None = None) -> dict[str, Any]:
-    """The JSON document of ``audit_report`` (see :func:`scoring.audit.metrics.build_report`)."""
-    scanner = Scanner.objects.filter(name=scanner_name).first()
-    if scanner is None:
-        raise ReportNotFound(f"scanner: no scanner named {scanner_name!r}")
-    if run_id is None:
-        rows = _latest_complete(scanner.pk)
-        run_ids = sorted({r.run_id for r in rows})
-        run: Any = run_ids[0] if len(run_ids) == 1 else (run_ids or None)
-        complete = True
-    else:
-        evaluation = EvaluationRun.objects.filter(pk=run_id, scanner=scanner).first()
-        if evaluation is None:
-            raise ReportNotFound(f"run: no run #{run_id} of scanner {scanner_name!r}")
-        latest = (
-            AuditRepoResult.objects.filter(run=evaluation)
-            .values("repo_id")
-            .annotate(latest=Max("id"))
-            .values("latest")
-        )
-        rows = list(
-            AuditRepoResult.objects.filter(id__in=latest).select_related("repo", "scan_result")
-        )
-        run = run_id
-        complete = evaluation.is_complete and all(r.is_complete for r in rows)
-    report = build_report(
-        scanner=scanner.name,
-        run=run,
-        repo_rows=[r.metrics for r in rows],
-        is_complete=complete,
-    )
-    # Which version of the scanner's results each repo's figures judged.
-    report["scan_versions"] = {
+def _scan_versions(rows: list[AuditRepoResult]) -> dict[str, int]:
+    """Which version of the scanner's results each repo's figures judged."""
+    return {
         r.repo.project_id: r.scan_result.version
         for r in sorted(rows, key=lambda r: r.repo.project_id)
         if r.scan_result is not None
     }
+
+
+def _run_report(scanner: Scanner, run_id: int) -> dict[str, Any]:
+    evaluation = EvaluationRun.objects.filter(pk=run_id, scanner=scanner).first()
+    if evaluation is None:
+        raise ReportNotFound(f"run: no run #{run_id} of scanner {scanner.name!r}")
+    latest = (
+        AuditRepoResult.objects.filter(run=evaluation)
+        .values("repo_id")
+        .annotate(latest=Max("id"))
+        .values("latest")
+    )
+    rows = list(AuditRepoResult.objects.filter(id__in=latest).select_related("repo", "scan_result"))
+    report = build_report(
+        scanner=scanner.name,
+        run=run_id,
+        repo_rows=[r.metrics for r in rows],
+        is_complete=evaluation.is_complete and all(r.is_complete for r in rows),
+    )
+    report["release"] = str(evaluation.release) if evaluation.release_id else None
+    report["judge"] = board_judge_key(evaluation)
+    report["scan_versions"] = _scan_versions(rows)
+    return report
+
+
+def _report_board(scanner: Scanner, board: Board, judge_given: bool) -> Board:
+    """The board to report on: the official judge's, unless the scanner is only on another."""
+    if (
+        judge_given
+        or AuditBoardRow.objects.filter(
+            release=board.release, judge=board.judge, scanner=scanner
+        ).exists()
+    ):
+        return board
+    judges = sorted(
+        set(
+            AuditBoardRow.objects.filter(release=board.release, scanner=scanner).values_list(
+                "judge", flat=True
+            )
+        )
+    )
+    if len(judges) == 1:
+        board.judge = judges[0]
+    elif judges:
+        raise ReportNotFound(
+            f"judge: {scanner.name!r} was evaluated on {board.release} with several judges "
+            f"({', '.join(judges)}); choose one"
+        )
+    return board
+
+
+def audit_report(
+    *,
+    scanner_name: str,
+    run_id: int | None = None,
+    dataset: str | None = None,
+    release: int | str | None = None,
+    judge: str | None = None,
+) -> dict[str, Any]:
+    """The JSON document of ``audit_report``: one run, or the scanner's row on one board
+    (by default the official release and judge; see :func:`scoring.audit.metrics.build_report`).
+    """
+    scanner = Scanner.objects.filter(name=scanner_name).first()
+    if scanner is None:
+        raise ReportNotFound(f"scanner: no scanner named {scanner_name!r}")
+    if run_id is not None:
+        return _run_report(scanner, run_id)
+    try:
+        board = resolve_board(dataset=dataset, release=release, judge=judge)
+    except BoardNotFound as exc:
+        raise ReportNotFound(str(exc)) from None
+    if board is None:
+        report = build_report(scanner=scanner.name, run=None, repo_rows=[])
+        return {**report, "release": None, "judge": None, "scan_versions": {}}
+    board = _report_board(scanner, board, judge_given=bool(judge))
+    row = AuditBoardRow.objects.filter(
+        release=board.release, judge=board.judge, scanner=scanner
+    ).first()
+    rows = (
+        list(
+            AuditRepoResult.objects.filter(pk__in=row.repo_result_ids).select_related(
+                "repo", "scan_result"
+            )
+        )
+        if row is not None
+        else []
+    )
+    run_ids = sorted({r.run_id for r in rows})
+    report = build_report(
+        scanner=scanner.name,
+        run=run_ids[0] if len(run_ids) == 1 else (run_ids or None),
+        repo_rows=[r.metrics for r in rows],
+        is_complete=True,
+    )
+    report["release"] = str(board.release)
+    report["judge"] = board.judge
+    report["scan_versions"] = _scan_versions(rows)
+    if row is not None:
+        report["board"] = {
+            "rank": row.rank,
+            "rank_low": row.rank_low,
+            "rank_high": row.rank_high,
+            "complete": row.is_complete,
+            "repos_evaluated": row.repos_evaluated,
+            "repos_total": row.repos_total,
+            "f1_with_partial_ci": ([row.ci_low, row.ci_high] if row.ci_low is not None else None),
+        }
     return report
 
 
@@ -220,7 +262,7 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
                 (r.truth_finding.order, r.truth_finding_id),
                 {
                     "finding_id": r.truth_finding.finding_id,
-                    "title": r.truth_finding.title,
+                    "title": r.truth_finding.title if section.show_truth_text else "",
                     "severity": r.truth_finding.severity,
                     "outcome": r.outcome,
                     "outcome_label": r.get_outcome_display(),
@@ -235,13 +277,15 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
     # A judge failure stops a repo; the truth findings after it have no result until the run
     # is resumed. They are listed so that the table accounts for every truth finding.
     stopped = [pk for pk, s in sections.items() if s.metrics is not None and not s.is_complete]
-    for t in TruthFinding.objects.filter(repo_id__in=stopped).exclude(pk__in=latest.keys()):
+    pending = TruthFinding.objects.filter(repo_id__in=stopped).exclude(pk__in=latest.keys())
+    pending = pending.filter(releases=run.release_id) if run.release_id else pending.current()
+    for t in pending:
         ordered[t.repo_id].append(
             (
                 (t.order, t.pk),
                 {
                     "finding_id": t.finding_id,
-                    "title": t.title,
+                    "title": t.title if sections[t.repo_id].show_truth_text else "",
                     "severity": t.severity,
                     "outcome": NOT_JUDGED,
                     "outcome_label": "Not judged yet",
@@ -313,3 +357,18 @@ def audit_submission_quota(*, user: Any, now: datetime | None = None) -> AuditSu
         used_today=used,
         resets_at=day_start + timedelta(days=1),
     )
+
+
+# Ledger statuses of requests actually sent to the judge (a cached verdict cost nothing).
+NEW_CALL_STATUSES = ("ok", "invalid", "truncated", "error")
+
+
+def run_judge_calls(*, run: EvaluationRun) -> tuple[int, int]:
+    """(new requests, cached answers) in the run's judge ledger."""
+    counts = dict(
+        JudgeCall.objects.filter(run=run)
+        .values("status")
+        .annotate(n=Count("id"))
+        .values_list("status", "n")
+    )
+    return sum(counts.get(s, 0) for s in NEW_CALL_STATUSES), counts.get("cached", 0)

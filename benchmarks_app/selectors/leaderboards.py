@@ -54,8 +54,9 @@ class LeaderboardSelector(Protocol):
 
 
 def _audit_board(*, user: Any = None) -> list[dict[str, Any]]:
-    # Every scanner's scores are public: there is nothing to hide from ``user``.
-    return audit_leaderboard()
+    # The official board's ranked rows (scanners evaluated on every repo of the release);
+    # scores are public, so there is nothing to hide from ``user``.
+    return [row for row in audit_leaderboard() if row["complete"]]
 
 
 def _probes_board(*, user: Any = None) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Who may see what: one queryset per model, filtered for the requesting user.
 
 Every page and endpoint reads through these functions, so a visibility rule lives in one
-place. Hidden ground truth (truth-finding descriptions of repos not marked public) and the
+place. Hidden ground truth (truth-finding titles and descriptions of repos not marked public:
+anonymous users and participants see only names, sizes and severity counts) and the
 A/T papers of a checklist triplet, with their answers and assessments, reach only staff and
 the team that submitted them.
 """
@@ -106,18 +107,31 @@ HIDDEN_PAPER_KINDS = (PaperKind.ADVERSARIAL, PaperKind.TRUTH)
 
 
 def truth_findings_redacted(user: Any) -> QuerySet[TruthFinding]:
-    """All truth findings, each with ``visible_description``: its text, or ``None`` when hidden.
+    """All truth findings, each with ``visible_title``, ``visible_description`` and
+    ``visible_category``: their text, or ``None`` where the repo is hidden from ``user``.
 
-    Lists that show every finding's title (repo pages, the API) read the description only
-    through this annotation, so a hidden description never leaves the database.
+    Lists that show every finding (repo pages, the API) read the text only through these
+    annotations, so hidden truth never leaves the database: participants see a hidden repo's
+    name, size and severity counts, never what its findings say (a scanner reporting the
+    titles would otherwise top the board).
     """
     qs = TruthFinding.objects.select_related("repo")
     if is_staff(user):
-        return qs.annotate(visible_description=F("description"))
-    return qs.annotate(
-        visible_description=Case(
-            When(repo__is_public=True, then=F("description")),
+        return qs.annotate(
+            visible_title=F("title"),
+            visible_description=F("description"),
+            visible_category=F("category"),
+        )
+
+    def shown(name: str) -> Case:
+        return Case(
+            When(repo__is_public=True, then=F(name)),
             default=Value(None),
             output_field=TextField(null=True),
         )
+
+    return qs.annotate(
+        visible_title=shown("title"),
+        visible_description=shown("description"),
+        visible_category=shown("category"),
     )

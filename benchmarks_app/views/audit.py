@@ -1,5 +1,5 @@
-"""Audit pages: the scanner leaderboard, a scanner's report, a run's per-repo results, and
-the form that submits a scanner's results for a repo."""
+"""Audit pages: the boards (one per dataset release and judge), a scanner's report, a run's
+per-repo results, and the forms that submit a scanner's results (one repo, or a dataset)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,14 @@ from django.urls import path, reverse
 from benchmarks_app.models import EvaluationRun, RunStatus
 from benchmarks_app.selectors.audit import (
     ReportNotFound,
-    audit_leaderboard,
     audit_report,
     audit_run_detail,
+)
+from benchmarks_app.selectors.audit_boards import (
+    Board,
+    BoardNotFound,
+    board_rows,
+    resolve_board,
 )
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_repos
@@ -28,6 +33,7 @@ from benchmarks_app.services.audit import (
     audit_scan_upload,
     participant_openai_allowed,
 )
+from benchmarks_app.views.audit_datasets import board_chips, board_query, submit_dataset
 from benchmarks_app.views.tables import Column, SortableTable
 from scoring.audit.metrics import render_markdown
 
@@ -35,7 +41,8 @@ app_name = "audit"
 
 
 def _scanner_link(row: Any) -> str:
-    return reverse("audit:scanner", args=[row["scanner"]])
+    url = reverse("audit:scanner", args=[row["scanner"]])
+    return f"{url}?{row['report_query']}" if row.get("report_query") else url
 
 
 LEADERBOARD_COLUMNS = [
@@ -75,37 +82,101 @@ LEADERBOARD_COLUMNS = [
     ),
 ]
 
+BOARD_COLUMNS = [
+    *LEADERBOARD_COLUMNS,
+    Column(
+        "ci_low",
+        "F1+ low",
+        kind="pct",
+        digits=3,
+        title="Lower end of the 95% bootstrap interval of F1+ (truth findings resampled)",
+    ),
+    Column("ci_high", "F1+ high", kind="pct", digits=3, title="Upper end of that interval"),
+    Column(
+        "rank_range",
+        "Rank range",
+        sortable=False,
+        title="The ranks the scanner could take given the 95% intervals",
+    ),
+    Column(
+        "tied",
+        "Tied",
+        value=lambda row: "≈" if row.get("tied_with_above") else "",
+        sortable=False,
+        title="≈: its interval overlaps the row above (statistically tied with it)",
+    ),
+]
+INCOMPLETE_COLUMNS = [
+    BOARD_COLUMNS[0],
+    Column("coverage", "Coverage", sortable=False, title="Repos evaluated / repos in release"),
+    *(c for c in BOARD_COLUMNS[2:] if c.key not in ("rank_range", "tied")),
+]
+
 REPORT_COLUMNS = [
     Column("repo", "Repo"),
     *(c for c in LEADERBOARD_COLUMNS if c.key not in ("scanner", "repos")),
 ]
 
 
+def _board(request: HttpRequest) -> Board | None:
+    try:
+        return resolve_board(
+            dataset=request.GET.get("dataset") or None,
+            release=request.GET.get("release") or None,
+            judge=request.GET.get("judge") or None,
+        )
+    except BoardNotFound as exc:
+        raise Http404(str(exc)) from None
+
+
 def leaderboard(request: HttpRequest) -> HttpResponse:
+    board = _board(request)
+    rows = board_rows(board) if board is not None else []
+    ranked = [r for r in rows if r["complete"]]
+    incomplete = [r for r in rows if not r["complete"]]
+    query = board_query(board) if board is not None else ""
+    for row in rows:
+        row["report_query"] = query
     table = SortableTable(
         request,
-        audit_leaderboard(),
-        LEADERBOARD_COLUMNS,
+        ranked,
+        BOARD_COLUMNS,
         filename="audit-leaderboard",
-        empty_message="No scanner has a complete evaluation yet. Submit a scanner's results "
-        "for a repo with the form, or import them with manage.py import_audit and run "
-        "manage.py evaluate_audit --scanner NAME --wait (or “Evaluate with…” on repos in "
-        "the admin).",
+        empty_message="No scanner has been evaluated on every repo of this release yet. "
+        "Submit a scanner's results for the whole dataset with the form, or import them "
+        "with manage.py import_audit and run manage.py evaluate_audit --scanner NAME --wait.",
     )
     if (download := table.download()) is not None:
         return download
+    others = SortableTable(
+        request,
+        incomplete,
+        INCOMPLETE_COLUMNS,
+        filename="audit-incomplete",
+        prefix="incomplete",
+        rank=False,
+        empty_message="",
+    )
+    if (download := others.download()) is not None:
+        return download
+    title = f"Audit findings: {board.release}, judge {board.judge}" if board else "Audit findings"
     return render(
         request,
         "audit/leaderboard.html",
         {
-            "title": "Audit findings: scanner leaderboard",
-            "intro": "Each scanner on each repo's latest complete evaluation; counts are "
-            "summed over repos before ratios are computed. P = precision, R = recall; ranked "
-            "by F1+, where P+, R+ and F1+ count partial matches too (QA findings, of Info / "
-            "Best Practices severity, are left out of P+). Click a column to sort by it.",
+            "title": title,
+            "board": board,
+            "filters": board_chips(board) if board is not None else [],
+            "intro": "Each scanner on each repo's latest complete evaluation with this "
+            "release's frozen truth and this judge; counts are summed over repos before "
+            "ratios are computed. P = precision, R = recall; ranked by F1+, where P+, R+ and "
+            "F1+ count partial matches too (QA findings, of Info / Best Practices severity, "
+            "are left out of P+). Only scanners evaluated on every repo of the release are "
+            "ranked; equal numbers share a rank. Click a column to sort by it.",
             "table": table,
-            "empty_action_url": reverse("audit:submit"),
-            "empty_action_label": "Submit scan results",
+            "incomplete": others,
+            "empty_action_url": reverse("audit:submit-dataset"),
+            "empty_action_label": "Submit results for a dataset",
         },
     )
 
@@ -114,7 +185,11 @@ def scanner(request: HttpRequest, name: str) -> HttpResponse:
     run_id = request.GET.get("run")
     try:
         report = audit_report(
-            scanner_name=name, run_id=int(run_id) if run_id and run_id.isdigit() else None
+            scanner_name=name,
+            run_id=int(run_id) if run_id and run_id.isdigit() else None,
+            dataset=request.GET.get("dataset") or None,
+            release=request.GET.get("release") or None,
+            judge=request.GET.get("judge") or None,
         )
     except ReportNotFound as exc:
         raise Http404(str(exc)) from None
@@ -133,7 +208,7 @@ def scanner(request: HttpRequest, name: str) -> HttpResponse:
         REPORT_COLUMNS,
         filename=f"audit-{name}",
         rank=False,
-        empty_message="This scanner has no complete evaluation yet.",
+        empty_message="This scanner has no complete evaluation on this board yet.",
     )
     if (download := table.download()) is not None:
         return download
@@ -141,7 +216,12 @@ def scanner(request: HttpRequest, name: str) -> HttpResponse:
     return render(
         request,
         "audit/scanner.html",
-        {"report": report, "table": table, "runs": [r for r in runs if r]},
+        {
+            "report": report,
+            "table": table,
+            "runs": [r for r in runs if r],
+            "download_query": request.GET.urlencode(),
+        },
     )
 
 
@@ -194,6 +274,11 @@ class ScanSubmissionForm(forms.Form):
     )
     # Left blank (only by a script), the site's default judge is used, as by the API.
     judge = forms.CharField(required=False, widget=forms.Select, initial="offline")
+    declared_empty = forms.BooleanField(
+        required=False,
+        label="My tool found nothing in this repo",
+        help_text="Needed to submit a file without findings (an empty file is refused).",
+    )
     # An empty file goes on to the service, which names it as the API does.
     file = forms.FileField(
         label="Results file (JSON)",
@@ -242,6 +327,7 @@ def submit(request: HttpRequest) -> HttpResponse:
                     repo=repo,
                     upload=data["file"],
                     judge=data["judge"] or None,
+                    declared_empty=bool(data.get("declared_empty")),
                 )
             except (AuditRunError, PermissionError) as exc:
                 field, _, message = str(exc).partition(": ")
@@ -272,6 +358,7 @@ def submit(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("", leaderboard, name="leaderboard"),
     path("submit/", submit, name="submit"),
+    path("submit/dataset/", submit_dataset, name="submit-dataset"),
     path("runs/<int:pk>/", run_detail, name="run"),
     path("scanners/<str:name>/", scanner, name="scanner"),
 ]

@@ -209,12 +209,34 @@ def overview_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def board_line(board: dict[str, Any]) -> str:
+    """The scanner's place on its board: rank and range, or coverage when incomplete."""
+    ci = board.get("f1_with_partial_ci")
+    interval = f"; F1 (w/ partial) 95% interval {pct(ci[0])} to {pct(ci[1])}" if ci else ""
+    coverage = f"{board['repos_evaluated']}/{board['repos_total']} repos"
+    if board.get("rank") is None:
+        return f"Board: incomplete ({coverage} evaluated), not ranked{interval}"
+    return (
+        f"Board: rank {board['rank']} (could be {board['rank_low']}-{board['rank_high']}), "
+        f"{coverage}{interval}"
+    )
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     run = report.get("run")
     out = [f"# Audit report: {report['scanner']}", ""]
+    if report.get("release") or report.get("judge"):
+        out += [
+            f"Release: {report.get('release') or '— (current truth, on no board)'} · "
+            f"judge: {report.get('judge') or '—'}",
+            "",
+        ]
     if run is not None:
         runs = run if isinstance(run, list) else [run]
         out += [f"Evaluation run(s): {', '.join(f'#{r}' for r in runs)}", ""]
+    board = report.get("board")
+    if board:
+        out += [board_line(board), ""]
     incomplete = {e["repo"]: e for e in report.get("incomplete") or []}
     if incomplete:
         judged_n = sum(e["judged"] for e in incomplete.values())

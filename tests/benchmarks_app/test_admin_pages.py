@@ -10,6 +10,7 @@ from django.db import models
 from django.urls import reverse
 
 from benchmarks_app.models import (
+    AuditDataset,
     AuditRepoResult,
     AuditTruthResult,
     Challenge,
@@ -18,6 +19,7 @@ from benchmarks_app.models import (
     ChecklistQuestion,
     ChecklistScore,
     ChecklistSubmission,
+    DatasetRelease,
     EvaluationRun,
     JudgeCacheEntry,
     JudgeCall,
@@ -49,6 +51,11 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
     truth = TruthFinding.objects.create(
         repo=repo, finding_id="ALPHA-H-01", severity="High", title="Reentrancy in withdrawAll"
     )
+    dataset = AuditDataset.objects.create(slug="dataset-rho", name="Dataset rho")
+    dataset.repos.add(repo)
+    release = DatasetRelease.objects.create(dataset=dataset, number=1)
+    release.repos.add(repo)
+    release.truth_findings.add(truth)
     scanner = Scanner.objects.create(name="scanner-omega")
     scan_result = ScanResult.objects.create(scanner=scanner, repo=repo, source_name="omega.json")
     scan_finding = ScanFinding.objects.create(
@@ -107,6 +114,8 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
     )
     return {
         Repo: (repo, "repo-alpha-7"),
+        AuditDataset: (dataset, "dataset-rho"),
+        DatasetRelease: (release, "dataset-rho@1"),
         TruthFinding: (truth, "ALPHA-H-01"),
         Scanner: (scanner, "scanner-omega"),
         ScanResult: (scan_result, "scanner-omega"),

@@ -6,6 +6,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks_app.models import EvaluationRun, Repo, Scanner
+from benchmarks_app.models.audit import AuditDataset
+from benchmarks_app.selectors.audit import run_judge_calls
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
 from benchmarks_app.services.runs import run_wait
@@ -24,7 +26,9 @@ def progress_bar(run: EvaluationRun, width: int = 30) -> str:
 
 class Command(BaseCommand):
     help = (
-        "Evaluate a scanner's imported results against ground truth on the queue. "
+        "Evaluate a scanner's imported results against the frozen truth of a dataset release "
+        "(--dataset, --release; default: the official release of the dataset holding the "
+        "scanner's repos) on the queue. "
         "With --wait, show progress until the run ends (and process it here when no worker "
         "is running)."
     )
@@ -33,6 +37,10 @@ class Command(BaseCommand):
         parser.add_argument("--scanner", required=True)
         parser.add_argument(
             "--repo", action="append", default=[], help="project id (repeatable); default all"
+        )
+        parser.add_argument("--dataset", help="dataset slug (default: the one covering the repos)")
+        parser.add_argument(
+            "--release", type=int, help="release number (default: the dataset's official one)"
         )
         parser.add_argument("--judge", help="offline | openai | replay:DIR (default JUDGE_DEFAULT)")
         parser.add_argument("--model", help="model of the openai judge (default JUDGE_MODEL)")
@@ -52,10 +60,23 @@ class Command(BaseCommand):
             if unknown:
                 raise CommandError(f"repo: unknown project id(s) {', '.join(unknown)}")
             repos = [found[p] for p in options["repo"]]
+        dataset = release = None
+        if options["dataset"]:
+            dataset = AuditDataset.objects.filter(slug=options["dataset"]).first()
+            if dataset is None:
+                raise CommandError(f"dataset: no dataset {options['dataset']!r}")
+        if options["release"] is not None:
+            if dataset is None:
+                raise CommandError("release: give the dataset too (--dataset SLUG)")
+            release = dataset.releases.filter(number=options["release"]).first()
+            if release is None:
+                raise CommandError(f"release: {dataset.slug} has no release {options['release']}")
         try:
             run = audit_run_create(
                 scanner=scanner,
                 repos=repos,
+                dataset=dataset,
+                release=release,
                 judge=options["judge"],
                 model=options["model"],
                 iterations=options["iterations"],
@@ -64,7 +85,10 @@ class Command(BaseCommand):
             )
         except AuditRunError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"Queued run #{run.pk}: {scanner.name} with judge {run.judge}")
+        on = (
+            f"on {run.release}" if run.release_id else "on the current truth (no release: no board)"
+        )
+        self.stdout.write(f"Queued run #{run.pk}: {scanner.name} {on} with judge {run.judge}")
         if not options["wait"]:
             return
         tty = getattr(self.stdout, "isatty", lambda: False)() or sys.stdout.isatty()
@@ -79,6 +103,7 @@ class Command(BaseCommand):
         run = run_wait(run=run, on_progress=show)
         if tty:
             self.stdout.write("")
+        new, cached = run_judge_calls(run=run)
         if run.status == "succeeded":
             self.stdout.write(
                 self.style.SUCCESS(
@@ -86,7 +111,9 @@ class Command(BaseCommand):
                     f"--scanner {scanner.name} --run {run.pk}"
                 )
             )
+            self.stdout.write(f"judge calls: {new} new, {cached} cached")
         else:
+            self.stdout.write(f"judge calls: {new} new, {cached} cached")
             causes = ended_run_failure_causes(run=run)
             if causes:
                 self.stderr.write(

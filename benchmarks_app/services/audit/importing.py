@@ -2,7 +2,14 @@
 
 Files are parsed by :mod:`scoring.audit.parsing`; a file that cannot be used is reported by
 name and reason and skipped while the rest imports. Re-importing the same data changes
-nothing. Truth findings are updated in place (missing ones are kept: results reference them).
+nothing. Truth findings missing from the files are kept (results reference them). A changed
+truth finding is updated in place, or, when a published dataset release contains it, becomes
+a new version that only later releases contain (:mod:`.datasets`). Fields a maintainer
+edited in the admin since the last import are kept and reported as conflicts, unless
+``overwrite``.
+
+Importing into a dataset (``dataset``: a slug) adds the imported repos to it; a dataset
+without a published release gets ``SLUG@1`` at once, published and official.
 
 Scan results are versioned instead, because runs judged them: a scanner's file for a repo
 whose normalized findings differ from the current version's becomes a new version, marked
@@ -24,22 +31,40 @@ from django.db import transaction
 from django.db.models import Max
 
 from benchmarks_app.models import Repo, ScanFinding, Scanner, ScanResult, TruthFinding
+from benchmarks_app.services.audit.boards import audit_boards_refresh_for_scanners
+from benchmarks_app.services.audit.datasets import (
+    audit_dataset_add_repos,
+    audit_dataset_get_or_create,
+    dataset_slug_for_path,
+    is_frozen,
+    truth_finding_apply,
+)
 from scoring.audit.parsing import (
     DataSet,
-    ParseError,
     Problem,
     RepoRecord,
     ScanFile,
     ScanRecord,
     TruthRecord,
-    loads,
-    parse_projects,
-    parse_repo,
-    parse_scan,
-    parse_truth,
     read_path,
-    scan_project_id,
 )
+
+
+@dataclass(frozen=True)
+class TruthConflict:
+    """A field a maintainer edited that the file would change: kept unless ``overwrite``."""
+
+    repo: str
+    finding_id: str
+    field: str
+    yours: Any
+    file: Any
+
+    def __str__(self) -> str:
+        return (
+            f"{self.repo} {self.finding_id} {self.field}: yours {self.yours!r}, "
+            f"the file's {self.file!r}"
+        )
 
 
 @dataclass
@@ -50,6 +75,13 @@ class ImportReport:
     truth_created: int = 0
     truth_updated: int = 0
     truth_kept_missing: int = 0
+    # Changed truth findings that a published release contains: new versions instead.
+    truth_versioned: int = 0
+    conflicts: list[TruthConflict] = field(default_factory=list)
+    overwritten: list[TruthConflict] = field(default_factory=list)
+    dataset: str = ""
+    # The release this import created and published (the dataset had none yet).
+    release_published: str = ""
     scanners_created: int = 0
     # First results of a scanner for a repo.
     scan_results_created: int = 0
@@ -62,6 +94,8 @@ class ImportReport:
     scan_findings_created: int = 0
     problems: list[Problem] = field(default_factory=list)
     scan_results: list[ScanResult] = field(default_factory=list)
+    # Scanners whose current results changed: the boards they are on are rewritten.
+    changed_scanner_ids: set[int] = field(default_factory=set)
 
     @property
     def changed(self) -> bool:
@@ -86,6 +120,9 @@ class ImportReport:
             f"{self.scan_results_restored} back to an earlier version, "
             f"{self.scan_results_unchanged} unchanged; scan findings "
             f"+{self.scan_findings_created}; {len(self.problems)} file(s) skipped"
+            + (f"; {self.truth_versioned} new truth version(s)" if self.truth_versioned else "")
+            + (f"; {len(self.conflicts)} conflict(s) kept" if self.conflicts else "")
+            + (f"; {len(self.overwritten)} edit(s) overwritten" if self.overwritten else "")
         )
 
 
@@ -126,8 +163,10 @@ def _repo_for(project_id: str, report: ImportReport) -> Repo:
     return repo
 
 
-def _import_truth(repo: Repo, records: list[TruthRecord], report: ImportReport) -> None:
-    existing = {t.finding_id: t for t in repo.truth_findings.all()}
+def _import_truth(
+    repo: Repo, records: list[TruthRecord], report: ImportReport, *, overwrite: bool = False
+) -> None:
+    existing = {t.finding_id: t for t in repo.truth_findings.current()}
     new = []
     for r in records:
         values = {
@@ -139,15 +178,40 @@ def _import_truth(repo: Repo, records: list[TruthRecord], report: ImportReport) 
             "category": r.category[:100],
             "contracts": r.contracts,
         }
-        found = existing.pop(r.finding_id, None)
+        found = existing.pop(r.finding_id[:200], None)
         if found is None:
             new.append(TruthFinding(repo=repo, finding_id=r.finding_id[:200], **values))
-        elif _assign(found, values):
-            found.save()
-            report.truth_updated += 1
+            continue
+        _update_truth(found, values, report, overwrite=overwrite)
     TruthFinding.objects.bulk_create(new)
     report.truth_created += len(new)
     report.truth_kept_missing += len(existing)
+
+
+def _update_truth(
+    found: TruthFinding, values: dict[str, Any], report: ImportReport, *, overwrite: bool
+) -> None:
+    changed = {k: v for k, v in values.items() if getattr(found, k) != v}
+    edited = [f for f in found.edited_fields if f in changed]
+    for name in edited:
+        conflict = TruthConflict(
+            found.repo.project_id, found.finding_id, name, getattr(found, name), changed[name]
+        )
+        (report.overwritten if overwrite else report.conflicts).append(conflict)
+        if not overwrite:
+            del changed[name]
+    # Edits the file now agrees with, or that were overwritten, are no longer the curator's.
+    still_edited = [] if overwrite else edited
+    if not changed:
+        if found.edited_fields != still_edited:
+            found.edited_fields = still_edited
+            found.save(update_fields=["edited_fields", "updated_at"])
+        return
+    frozen = is_frozen(found)
+    reason = "import: " + ", ".join(sorted(changed))
+    truth_finding_apply(found, changed, edited_fields=still_edited, reason=reason)
+    report.truth_updated += 1
+    report.truth_versioned += int(frozen)
 
 
 def _finding_values(r: ScanRecord) -> dict[str, Any]:
@@ -227,14 +291,25 @@ def audit_scan_result_make_current(*, scan_result: ScanResult) -> ScanResult:
     """
     Scanner.objects.select_for_update().filter(pk=scan_result.scanner_id).first()
     scan_result.refresh_from_db()
+    was_current = scan_result.is_current
     _make_current(scan_result)
+    if not was_current:
+        audit_boards_refresh_for_scanners(scanner_ids=[scan_result.scanner_id])
     return scan_result
 
 
 def import_scan_file(
-    scan: ScanFile, repo: Repo, report: ImportReport, *, owner: Any = None
+    scan: ScanFile,
+    repo: Repo,
+    report: ImportReport,
+    *,
+    owner: Any = None,
+    declared_empty: bool = False,
 ) -> ScanResult:
-    """Store ``scan`` as the current version of its scanner's results for ``repo``."""
+    """Store ``scan`` as the current version of its scanner's results for ``repo``.
+
+    ``declared_empty``: the participant said the tool found nothing in the repo (no findings).
+    """
     scanner, created = Scanner.objects.get_or_create(
         name=scan.scanner[:100],
         defaults={"owner": owner if getattr(owner, "is_authenticated", False) else None},
@@ -252,6 +327,10 @@ def import_scan_file(
         else:
             _make_current(same)
             report.scan_results_restored += 1
+            report.changed_scanner_ids.add(scanner.pk)
+        if declared_empty and not same.declared_empty and not scan.findings:
+            same.declared_empty = True
+            same.save(update_fields=["declared_empty", "updated_at"])
         report.scan_results.append(same)
         return same
     last = versions.aggregate(last=Max("version"))["last"]
@@ -264,11 +343,13 @@ def import_scan_file(
         content_hash=digest,
         source_name=scan.source_name[:300],
         raw_metadata=scan.metadata,
+        declared_empty=declared_empty and not scan.findings,
     )
     if last is None:
         report.scan_results_created += 1
     else:
         report.scan_results_updated += 1
+        report.changed_scanner_ids.add(scanner.pk)
     ScanFinding.objects.bulk_create(
         ScanFinding(scan_result=result, index=r.index, **_finding_values(r)) for r in scan.findings
     )
@@ -278,15 +359,30 @@ def import_scan_file(
 
 
 @transaction.atomic
-def audit_import_dataset(*, data: DataSet, owner: Any = None) -> ImportReport:
+def audit_import_dataset(
+    *,
+    data: DataSet,
+    owner: Any = None,
+    dataset: str | None = None,
+    overwrite: bool = False,
+) -> ImportReport:
+    """Import parsed data; its repos join ``dataset`` (a slug) when one is given."""
     report = ImportReport(files_read=data.files_read, problems=list(data.problems))
+    repos: dict[str, Repo] = {}
     for record in data.repos.values():
-        _upsert_repo(record, report)
+        repos[record.project_id] = _upsert_repo(record, report)
     for project_id, truths in data.truths.items():
-        _import_truth(_repo_for(project_id, report), truths, report)
+        repo = repos.get(project_id) or _repo_for(project_id, report)
+        repos[project_id] = repo
+        _import_truth(repo, truths, report, overwrite=overwrite)
+    if dataset and repos:
+        chosen, _ = audit_dataset_get_or_create(slug=dataset)
+        report.dataset = chosen.slug
+        published = audit_dataset_add_repos(dataset=chosen, repos=list(repos.values()))
+        report.release_published = str(published) if published else ""
     for scan in data.scans:
-        repo = Repo.objects.filter(project_id=scan.project_id).first()
-        if repo is None:
+        target = Repo.objects.filter(project_id=scan.project_id).first()
+        if target is None:
             report.problems.append(
                 Problem(
                     scan.source_name,
@@ -294,76 +390,25 @@ def audit_import_dataset(*, data: DataSet, owner: Any = None) -> ImportReport:
                 )
             )
             continue
-        import_scan_file(scan, repo, report, owner=owner)
+        import_scan_file(scan, target, report, owner=owner)
+    if report.changed_scanner_ids:
+        audit_boards_refresh_for_scanners(scanner_ids=report.changed_scanner_ids)
     return report
 
 
-def audit_import_path(*, path: str | Path, scanner: str | None = None) -> ImportReport:
-    """Import a data folder, a projects JSON file, or (``scanner`` given) a scanner folder."""
-    return audit_import_dataset(data=read_path(Path(path), scanner=scanner))
-
-
-UPLOAD_KINDS = ("auto", "projects", "repo", "truth", "scan")
-
-
-def _classify(name: str, data: Any, kind: str) -> str:
-    if kind != "auto":
-        return kind
-    if name.endswith("_results.json") or name.startswith("baseline_"):
-        return "scan"
-    if isinstance(data, dict):
-        if "vulnerabilities" in data:
-            return "truth"
-        if "findings" in data:
-            return "scan"
-        return "repo"
-    if isinstance(data, list) and data and isinstance(data[0], dict):
-        first = data[0]
-        if "vulnerabilities" in first:
-            return "projects"
-        if "Issue" in first or "finding_id" in first:
-            return "truth"
-        return "scan"
-    raise ParseError("cannot tell what this file holds; choose its kind explicitly")
-
-
-def dataset_from_uploads(
-    files: Iterable[tuple[str, bytes]], *, kind: str = "auto", scanner: str = ""
-) -> DataSet:
-    """Parse uploaded ``(filename, content)`` pairs into a :class:`DataSet` (problems kept)."""
-    data = DataSet()
-    for name, content in files:
-        data.files_read += 1
-        stem = Path(name).name.removesuffix(".json")
-        try:
-            parsed = loads(content)
-            what = _classify(Path(name).name, parsed, kind)
-            if what == "projects":
-                repos, truths = parse_projects(parsed)
-                data.repos.update({r.project_id: r for r in repos})
-                data.truths.update(truths)
-            elif what == "repo":
-                repo = parse_repo(parsed, fallback_id=stem)
-                data.repos[repo.project_id] = repo
-            elif what == "truth":
-                project_id, records = parse_truth(parsed, project_id=stem)
-                data.truths[project_id] = records
-            else:
-                if not scanner:
-                    raise ParseError("a scanner name is needed to import scan results")
-                findings, metadata = parse_scan(parsed)
-                project_id = str(metadata.get("project") or "") or scan_project_id(Path(name).name)
-                data.scans.append(ScanFile(scanner, project_id, name, findings, metadata))
-        except ParseError as exc:
-            data.problems.append(Problem(name, str(exc)))
-    return data
-
-
-def audit_import_uploads(
-    *, files: Iterable[tuple[str, bytes]], kind: str = "auto", scanner: str = "", owner: Any = None
+def audit_import_path(
+    *,
+    path: str | Path,
+    scanner: str | None = None,
+    dataset: str | None = None,
+    overwrite: bool = False,
 ) -> ImportReport:
-    if kind not in UPLOAD_KINDS:
-        raise ValueError(f"kind: {kind!r} is not one of {', '.join(UPLOAD_KINDS)}")
-    return audit_import_dataset(
-        data=dataset_from_uploads(files, kind=kind, scanner=scanner), owner=owner
-    )
+    """Import a data folder, a projects JSON file, or (``scanner`` given) a scanner folder.
+
+    The repos of a data folder or projects file join ``dataset``, by default the folder's
+    name or the file's name without extension (a scanner folder joins none).
+    """
+    data = read_path(Path(path), scanner=scanner)
+    if dataset is None and not scanner and (data.repos or data.truths):
+        dataset = dataset_slug_for_path(path)
+    return audit_import_dataset(data=data, dataset=dataset, overwrite=overwrite)

@@ -3,6 +3,11 @@
 A run judges the scan result versions that were current when it was created
 (:class:`AuditRunScan`); results imported later become new versions and never change what a
 run judged, also when it resumes (see :mod:`benchmarks_app.services.audit.processing`).
+
+A run also records the dataset release whose frozen truth it judges (``run.release``): the
+one asked for, else the official (or latest published) release of the dataset asked for, else
+that of the only dataset whose release covers the repos. Repos that no release covers are
+judged against the current truth (``release`` empty): such a run is on no board.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from django.conf import settings
 from django.db import transaction
 
 from benchmarks_app.models import Benchmark, EvaluationRun, Repo, Scanner, ScanResult
-from benchmarks_app.models.audit import AuditRunScan
+from benchmarks_app.models.audit import AuditDataset, AuditRunScan, DatasetRelease
+from benchmarks_app.selectors.audit_boards import published_release, release_repo_ids
 from benchmarks_app.services.runs import run_create
 from scoring.audit.judges import ReplayAuditJudge, parse_judge_spec
 
@@ -41,8 +47,11 @@ def audit_run_create(
     json_mode: bool | None = None,
     created_by: Any = None,
     enqueue: bool = True,
+    dataset: AuditDataset | None = None,
+    release: DatasetRelease | None = None,
 ) -> EvaluationRun:
-    """Create (and enqueue) a run scoring ``scanner`` on ``repos`` (default: all it covers)."""
+    """Create (and enqueue) a run scoring ``scanner`` on ``repos`` (default: all it covers in
+    the release) against the truth of ``release`` (see the module's docstring)."""
     try:
         spec = parse_judge_spec(judge or _setting("JUDGE_DEFAULT", "offline"))
     except ValueError as exc:
@@ -57,7 +66,14 @@ def audit_run_create(
         if value is not None and value < 1:
             raise AuditRunError(f"{name}: must be at least 1, got {value}")
     current = {r.repo_id: r for r in ScanResult.objects.current().filter(scanner=scanner)}
-    covered = set(current)
+    release = _run_release(
+        dataset=dataset,
+        release=release,
+        repo_ids=[r.pk for r in repos] if repos is not None else list(current),
+        explicit=repos is not None,
+    )
+    in_release = release_repo_ids(release) if release is not None else None
+    covered = {pk for pk in current if in_release is None or pk in in_release}
     # A replay judge can only answer for the repos its folder has recorded results for.
     replayable = ReplayAuditJudge.recorded_repos(spec.argument) if spec.kind == "replay" else None
     if repos is None:
@@ -69,11 +85,18 @@ def audit_run_create(
                 if replayable is not None
                 else ""
             )
+            if release is not None:
+                where += f" in {release}"
             raise AuditRunError(
                 f"scanner: {scanner.name!r} has no imported results{where} to evaluate"
             )
     else:
         chosen = list(repos)
+        outside = [
+            r.project_id for r in chosen if in_release is not None and r.pk not in in_release
+        ]
+        if outside:
+            raise AuditRunError(f"repo: {', '.join(outside)} not in {release}")
         missing = [r.project_id for r in chosen if r.pk not in covered]
         if missing:
             raise AuditRunError(
@@ -110,6 +133,7 @@ def audit_run_create(
     run = run_create(
         benchmark=Benchmark.AUDIT,
         scanner=scanner,
+        release=release,
         repos=chosen,
         judge=spec.label,
         judge_config=config,
@@ -121,3 +145,40 @@ def audit_run_create(
         AuditRunScan(run=run, repo=repo, scan_result=current[repo.pk]) for repo in chosen
     )
     return run
+
+
+def _run_release(
+    *,
+    dataset: AuditDataset | None,
+    release: DatasetRelease | None,
+    repo_ids: list[int],
+    explicit: bool,
+) -> DatasetRelease | None:
+    """The release a run judges (see the module's docstring)."""
+    if release is not None:
+        if dataset is not None and release.dataset_id != dataset.pk:
+            raise AuditRunError(f"release: {release} is not a release of {dataset.slug}")
+        if not release.is_published:
+            raise AuditRunError(f"release: {release} is not published; publish it first")
+        return release
+    if dataset is not None:
+        chosen = published_release(dataset)
+        if chosen is None:
+            raise AuditRunError(f"dataset: {dataset.slug} has no published release yet")
+        return chosen
+    wanted = set(repo_ids)
+    candidates = []
+    for ds in AuditDataset.objects.filter(repos__in=wanted).distinct().order_by("slug"):
+        found = published_release(ds)
+        if found is None:
+            continue
+        covered = release_repo_ids(found) & wanted
+        # Chosen repos must all be in it; otherwise any overlap with the scanner's repos.
+        if covered and (not explicit or covered == wanted):
+            candidates.append(found)
+    if len(candidates) > 1:
+        names = ", ".join(c.dataset.slug for c in candidates)
+        raise AuditRunError(
+            f"dataset: the repos are in several datasets ({names}); choose one (--dataset)"
+        )
+    return candidates[0] if candidates else None

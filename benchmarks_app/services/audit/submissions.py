@@ -3,6 +3,10 @@
 Before anything is stored, a submission is checked: whether the user may write under the
 scanner's name, which judge they may ask for (the paid ``openai`` judge only where the site
 allows it) and their daily quota. A refused submission stores nothing.
+
+An upload without any finding for its repo is refused unless the participant declares that
+the tool found nothing there (``declared_empty``): an empty file is far more often a failed
+scan than a clean repo, and it would replace the scanner's results on the board.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
 from benchmarks_app.models import EvaluationRun, Repo, Scanner
+from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit import AuditSubmissionQuota, audit_submission_quota
+from benchmarks_app.services.audit.boards import audit_boards_refresh_for_scanners
 from benchmarks_app.services.audit.importing import ImportReport, import_scan_file
 from benchmarks_app.services.audit.runs import AuditRunError, _setting, audit_run_create
 from benchmarks_app.services.uploads import upload_too_large
@@ -157,8 +163,15 @@ def _max_findings() -> int | None:
     return None if cap is None else int(cap)
 
 
+def empty_message(repo: Repo, *, field: str = "declared_empty=true") -> str:
+    return (
+        f"no findings for repo {repo.project_id!r}; if your tool found nothing there, say so "
+        f"({field})"
+    )
+
+
 def _submit_findings(
-    data: Any, *, where: str, repo: Repo
+    data: Any, *, where: str, repo: Repo, declared_empty: bool = False
 ) -> tuple[list[ScanRecord], dict[str, Any]]:
     try:
         findings, metadata = parse_scan(data, max_findings=_max_findings())
@@ -176,6 +189,13 @@ def _submit_findings(
             f"{where}: the results are for project {project.strip()!r}, "
             f"not for the chosen repo {repo.project_id!r}"
         )
+    if not findings and not declared_empty:
+        raise AuditRunError(f"{where}: {empty_message(repo)}")
+    if findings and declared_empty:
+        raise AuditRunError(
+            f"declared_empty: {repo.project_id!r} is declared empty, but the upload holds "
+            f"{len(findings)} finding(s) for it"
+        )
     return findings, metadata
 
 
@@ -188,6 +208,8 @@ def _store_and_queue(
     metadata: dict[str, Any],
     source_name: str,
     judge: str,
+    declared_empty: bool = False,
+    dataset: AuditDataset | None = None,
 ) -> EvaluationRun:
     _check_daily_quota(user)
     report = ImportReport()
@@ -196,6 +218,7 @@ def _store_and_queue(
         repo,
         report,
         owner=user,
+        declared_empty=declared_empty,
     )
     scanner = result.scanner
     if scanner.owner_id != getattr(user, "pk", None) and not getattr(user, "is_staff", False):
@@ -203,7 +226,11 @@ def _store_and_queue(
         raise PermissionError(
             f"scanner: {name!r} belongs to another user; submit under a name of your own"
         )
-    return audit_run_create(scanner=scanner, repos=[repo], judge=judge, created_by=user)
+    if report.changed_scanner_ids:
+        audit_boards_refresh_for_scanners(scanner_ids=report.changed_scanner_ids)
+    return audit_run_create(
+        scanner=scanner, repos=[repo], judge=judge, created_by=user, dataset=dataset
+    )
 
 
 @transaction.atomic
@@ -215,6 +242,8 @@ def audit_scan_submit(
     data: Any,
     source_name: str = "api upload",
     judge: str | None = None,
+    declared_empty: bool = False,
+    dataset: AuditDataset | None = None,
 ) -> EvaluationRun:
     """Store a scanner's results for one repo (any accepted shape) and queue their evaluation.
 
@@ -224,7 +253,9 @@ def audit_scan_submit(
     """
     name = _submit_scanner_name(user=user, scanner_name=scanner_name)
     judge = _submit_judge(user=user, judge=judge)
-    findings, metadata = _submit_findings(data, where="findings", repo=repo)
+    findings, metadata = _submit_findings(
+        data, where="findings", repo=repo, declared_empty=declared_empty
+    )
     return _store_and_queue(
         user=user,
         name=name,
@@ -233,6 +264,8 @@ def audit_scan_submit(
         metadata=metadata,
         source_name=source_name,
         judge=judge,
+        declared_empty=declared_empty,
+        dataset=dataset,
     )
 
 
@@ -244,6 +277,8 @@ def audit_scan_upload(
     repo: Repo,
     upload: UploadedFile,
     judge: str | None = None,
+    declared_empty: bool = False,
+    dataset: AuditDataset | None = None,
 ) -> EvaluationRun:
     """:func:`audit_scan_submit` for an uploaded JSON file (the web form, API multipart).
 
@@ -260,7 +295,9 @@ def audit_scan_upload(
         data = loads(upload.read())
     except ParseError as exc:
         raise AuditRunError(f"file: {file_name}: {exc}") from None
-    findings, metadata = _submit_findings(data, where=f"file: {file_name}", repo=repo)
+    findings, metadata = _submit_findings(
+        data, where=f"file: {file_name}", repo=repo, declared_empty=declared_empty
+    )
     return _store_and_queue(
         user=user,
         name=name,
@@ -269,4 +306,6 @@ def audit_scan_upload(
         metadata=metadata,
         source_name=file_name,
         judge=judge,
+        declared_empty=declared_empty,
+        dataset=dataset,
     )

@@ -184,7 +184,7 @@ def test_repo_descriptions_reach_only_those_allowed(api):
         detail = api.get(f"/api/audit/repos/{hidden.pk}/")
         assert b"SECRET" not in detail.content
         assert detail.json()["truth_findings"][0]["description"] is None
-        assert detail.json()["truth_findings"][0]["title"]
+        assert detail.json()["truth_findings"][0]["title"] is None  # hidden truth stays hidden
         opened = api.get(f"/api/audit/repos/{public.pk}/").json()
         assert opened["truth_findings"][0]["description"] == "open-description"
 

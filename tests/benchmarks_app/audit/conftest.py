@@ -58,3 +58,13 @@ def user(db: Any) -> Any:
 @pytest.fixture
 def staff(db: Any) -> Any:
     return get_user_model().objects.create_user("curator", password="pw", is_staff=True)
+
+
+def publish_dataset(*repos: Any, slug: str = "ds") -> Any:
+    """A dataset of ``repos`` with its first release published (and official), as the first
+    ``import_audit --dataset`` makes it; runs on these repos then count on its boards."""
+    from benchmarks_app.services.audit import audit_dataset_get_or_create
+    from benchmarks_app.services.audit.datasets import audit_dataset_add_repos
+
+    dataset, _ = audit_dataset_get_or_create(slug=slug)
+    return audit_dataset_add_repos(dataset=dataset, repos=list(repos))

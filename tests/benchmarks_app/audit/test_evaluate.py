@@ -25,7 +25,7 @@ from benchmarks_app.selectors.audit import (
 )
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
 from benchmarks_app.services.runs import run_resume, run_wait
-from tests.benchmarks_app.audit.conftest import fake_verdict
+from tests.benchmarks_app.audit.conftest import fake_verdict, publish_dataset
 from tests.factories.audit import repo_with_scan
 from tests.scoring.judges.fake_openai import FakeOpenAI, error_body
 
@@ -33,11 +33,12 @@ pytestmark = pytest.mark.django_db
 
 
 def test_openai_judge_end_to_end_with_ledger(openai_settings) -> None:
-    repo_with_scan(
+    repo, _ = repo_with_scan(
         truths=["Reentrancy in withdraw", "Oracle staleness"],
         findings=["Unrelated gas issue", "Reentrancy when withdrawing", "Info note"],
         qa=(2,),
     )
+    publish_dataset(repo)
     with FakeOpenAI(fake_verdict) as server:
         openai_settings.OPENAI_BASE_URL = server.base_url
         call_command(
@@ -74,10 +75,11 @@ def test_openai_judge_end_to_end_with_ledger(openai_settings) -> None:
 
 
 def test_failure_marks_run_failed_and_resume_redoes_only_missing(openai_settings) -> None:
-    repo_with_scan(
+    repo, _ = repo_with_scan(
         truths=["Reentrancy in withdraw", "Oracle staleness", "Access control"],
         findings=["Reentrancy when withdrawing", "Oracle price is stale"],
     )
+    publish_dataset(repo)
     state = {"down": True}
 
     def handler(body: dict[str, Any]) -> Any:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -16,7 +16,14 @@ from benchmarks_app.models import EvaluationRun, Repo, Scanner, ScanResult, Trut
 from benchmarks_app.selectors.audit import audit_leaderboard
 from benchmarks_app.services.audit import audit_run_create
 from benchmarks_app.services.runs import run_wait
-from tests.factories.audit import TruthFindingFactory, repo_with_scan
+from tests.benchmarks_app.audit.conftest import publish_dataset
+from tests.factories.audit import (
+    ScanFindingFactory,
+    ScannerFactory,
+    ScanResultFactory,
+    TruthFindingFactory,
+    repo_with_scan,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -24,14 +31,25 @@ SECRET = "The secret exploit path through Vault.withdraw"
 
 
 def _evaluated(scanner: str = "tool", public: bool = True) -> EvaluationRun:
-    repo, result = repo_with_scan(
-        truths=["Reentrancy in withdraw", "Oracle staleness"],
-        findings=["Reentrancy in withdraw allows draining", "Unrelated"],
-        scanner=scanner,
-    )
-    repo.is_public = public
-    repo.save()
-    TruthFinding.objects.filter(repo=repo).update(description=SECRET)
+    """``scanner``'s results on the one repo of dataset ``ds`` (made by the first call)."""
+    findings = ["Reentrancy in withdraw allows draining", "Unrelated"]
+    repo = Repo.objects.filter(datasets__slug="ds").first()
+    if repo is None:
+        repo, result = repo_with_scan(
+            truths=["Reentrancy in withdraw", "Oracle staleness"],
+            findings=findings,
+            scanner=scanner,
+        )
+        repo.is_public = public
+        repo.save()
+        TruthFinding.objects.filter(repo=repo).update(description=SECRET)
+        publish_dataset(repo)
+    else:
+        result = cast(
+            ScanResult, ScanResultFactory(repo=repo, scanner=ScannerFactory(name=scanner))
+        )
+        for i, title in enumerate(findings):
+            ScanFindingFactory(scan_result=result, index=i, title=title)
     return run_wait(run=audit_run_create(scanner=result.scanner, judge="offline"))
 
 
@@ -56,13 +74,18 @@ def test_empty_leaderboard_says_what_to_do() -> None:
 def test_run_page_hides_truth_of_private_repos_from_the_public() -> None:
     run = _evaluated(public=False)
     html = Client().get(f"/audit/runs/{run.pk}/").content.decode()
-    assert "Reentrancy in withdraw" in html  # titles are public
+    # A hidden repo's truth titles are hidden too (a scanner could report them verbatim);
+    # the finding ids and severities stay, and the scanner's own findings are its own.
+    assert "Oracle staleness" not in html and "Reentrancy in withdraw<span" not in html
+    assert "F-0" in html and "F-1" in html
+    assert "Reentrancy in withdraw allows draining" in html
     assert "explanation" not in html and "similarity" not in html
     staff = get_user_model().objects.create_user("staff", password="x", is_staff=True)
     client = Client()
     client.force_login(staff)
     staff_html = client.get(f"/audit/runs/{run.pk}/").content.decode()
     assert "Judge's explanation" in staff_html and "similarity" in staff_html
+    assert "Oracle staleness" in staff_html and "Reentrancy in withdraw<span" in staff_html
 
 
 def test_leaderboard_query_count_constant() -> None:
@@ -80,7 +103,7 @@ def test_leaderboard_query_count_constant() -> None:
 def test_api_leaderboard_and_report() -> None:
     _evaluated()
     rows = Client().get("/api/audit/leaderboard/").json()["results"]
-    assert rows[0]["scanner"] == "tool" and rows[0]["repos"] == 1
+    assert rows[0]["scanner"] == "tool" and rows[0]["repos_evaluated"] == 1
     assert Client().get("/api/audit/reports/tool/").json()["overall"]["repo"] == "ALL"
     assert Client().get("/api/audit/reports/nobody/").status_code == 404
     assert Client().get("/api/audit/reports/tool/?run=x").status_code == 400

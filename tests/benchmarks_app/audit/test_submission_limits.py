@@ -30,6 +30,7 @@ from benchmarks_app.models import (
 from benchmarks_app.selectors.audit import audit_report, audit_submission_quota
 from benchmarks_app.services.audit import AuditQuotaExceeded, AuditRunError, audit_scan_submit
 from scoring.audit.metrics import render_markdown
+from tests.benchmarks_app.audit.conftest import publish_dataset
 from tests.factories.audit import RepoFactory, TruthFindingFactory
 
 pytestmark = pytest.mark.django_db
@@ -248,8 +249,22 @@ def test_anonymous_users_cannot_submit(repo: Repo) -> None:
 def test_a_scanner_that_found_nothing_is_scored_without_errors(
     user: Any, repo: Repo, body: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
+    publish_dataset(repo)
+    # Without saying the tool found nothing, an empty upload is refused by the repo's name.
+    refused = post(user, repo, body=body)
+    assert refused.status_code == 400
+    assert "no findings for repo 'code4rena_vault_2025_01'" in refused.content.decode()
+    assert EvaluationRun.objects.count() == 0
+    declared = (
+        {"declared_empty": True, "findings": body}
+        if isinstance(body, list)
+        else {
+            **body,
+            "declared_empty": True,
+        }
+    )
     with django_capture_on_commit_callbacks(execute=True):
-        answer = post(user, repo, body=body)
+        answer = post(user, repo, body=declared)
     assert answer.status_code == 202, answer.content
     assert answer.json()["findings"] == 0
     run = EvaluationRun.objects.get()

@@ -113,10 +113,12 @@ def api_reasons(answer: Any, field: str) -> list[str]:
 
 def test_route_and_links_from_the_leaderboard(client: Any, repo: Repo) -> None:
     assert reverse("audit:submit") == SUBMIT
+    dataset_form = reverse("audit:submit-dataset")
     page = client.get(reverse("audit:leaderboard")).content.decode()
     empty = page[page.index('class="empty"') :]
-    assert f'href="{SUBMIT}"' in empty[: empty.index("</div>")]  # the empty state's action
-    assert f'id="submit-scan" href="{SUBMIT}"' in page
+    assert f'href="{dataset_form}"' in empty[: empty.index("</div>")]  # the empty state's action
+    assert f'id="submit-scan" href="{dataset_form}"' in page
+    assert f'href="{SUBMIT}"' in page  # one repo at a time stays one click away
 
 
 def test_anonymous_is_sent_to_login_and_nothing_is_stored(client: Any, repo: Repo) -> None:

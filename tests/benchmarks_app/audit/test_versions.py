@@ -26,7 +26,7 @@ from benchmarks_app.models import (
     ScanResult,
 )
 from benchmarks_app.models.audit import AuditRunScan
-from benchmarks_app.selectors.audit import _rank_key, audit_leaderboard, audit_run_detail
+from benchmarks_app.selectors.audit import audit_leaderboard, audit_run_detail
 from benchmarks_app.services.audit import (
     ImportReport,
     audit_import_uploads,
@@ -77,6 +77,7 @@ def _import(scan: Any, *, name: str = "p1_results.json") -> ImportReport:
     return audit_import_uploads(
         files=[("p1.json", json.dumps(TRUTH).encode()), (name, json.dumps(scan).encode())],
         scanner="tool",
+        dataset="ds",
     )
 
 
@@ -277,13 +278,3 @@ def test_admin_lists_versions_filters_current_and_makes_one_current() -> None:
     done = client.post(url, {"action": "make_current", "_selected_action": [v1.pk]}, follow=True)
     assert "Current now: tool on p1 (v1)" in done.content.decode()
     assert ScanResult.objects.current().get() == v1
-
-
-def test_leaderboard_sorts_missing_scores_last() -> None:
-    rows: list[dict[str, Any]] = [
-        {"scanner": "none", "f1_with_partial": None, "f1": None},
-        {"scanner": "low", "f1_with_partial": 0.1, "f1": 0.0},
-        {"scanner": "high", "f1_with_partial": 0.5, "f1": None},
-        {"scanner": "tie", "f1_with_partial": 0.5, "f1": 0.2},
-    ]
-    assert [r["scanner"] for r in sorted(rows, key=_rank_key)] == ["tie", "high", "low", "none"]

@@ -1,0 +1,286 @@
+"""Audit result uploads through the API: one repo, or a whole dataset in one submission.
+
+Both call the services the web forms call, so the checks and messages are the same; a refused
+upload stores nothing (400 naming the field, 403 for someone else's scanner name, 429 past the
+daily limit with ``Retry-After``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.http import QueryDict
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import ErrorDetail, PermissionDenied, Throttled, ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from benchmarks_app.models import EvaluationRun
+from benchmarks_app.models.audit import AuditDataset
+from benchmarks_app.selectors.visibility import visible_repos
+from benchmarks_app.services.audit import (
+    AuditQuotaExceeded,
+    AuditRunError,
+    audit_dataset_submit,
+    audit_dataset_upload,
+    audit_scan_submit,
+    audit_scan_upload,
+    parse_declared_empty,
+)
+
+_TRUE = ("1", "true", "yes", "on")
+T = TypeVar("T")
+
+
+def _submitted(call: Callable[[], T]) -> T:
+    """Run a submission service, turning its errors into the API's answers."""
+    try:
+        return call()
+    except PermissionError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise PermissionDenied({field: message} if message else str(exc)) from None
+    except AuditQuotaExceeded as exc:
+        wait = (exc.quota.resets_at - timezone.now()).total_seconds()
+        throttled = Throttled(wait=max(wait, 1))  # 429 with Retry-After
+        field, _, message = str(exc).partition(": ")
+        throttled.detail = {field: [ErrorDetail(message or str(exc), code="throttled")]}
+        raise throttled from None
+    except AuditRunError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise ValidationError({field if message else "detail": message or str(exc)}) from None
+
+
+def _flag(value: Any, field: str) -> bool:
+    if value is None or value == "" or value is False:
+        return False
+    if value is True or (isinstance(value, str) and value.strip().lower() in _TRUE):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValidationError({field: "must be true or false"})
+
+
+def _urls(request: Request, run: EvaluationRun, scanner: str) -> dict[str, str]:
+    return {
+        "run_url": request.build_absolute_uri(reverse("audit:run", args=[run.pk])),
+        "report_url": request.build_absolute_uri(
+            reverse("api:audit-report", args=[scanner]) + f"?run={run.pk}"
+        ),
+    }
+
+
+class SubmitResultsView(APIView):
+    """Upload a scanner's results for one repo and queue their evaluation.
+
+    Either a JSON body holding the results in any accepted shape (a list of findings, or
+    ``{project, findings: [...], token_usage, ...}``), or a multipart form with the results
+    as a JSON ``file`` (what the web form sends). The scanner's name comes from
+    ``?scanner=NAME``, a ``scanner`` form field, or a top-level ``"scanner"`` key; the judge
+    (``offline`` or ``openai``) from ``?judge=`` or a ``judge`` form field. Results without
+    any finding are refused unless ``declared_empty=true`` says the tool found nothing in
+    the repo. Answers 202 with the queued run; 403 when the scanner name belongs to somebody
+    else.
+    """
+
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("scanner", str, description="scanner name"),
+            OpenApiParameter("judge", str, description="offline or openai (default: the site's)"),
+            OpenApiParameter(
+                "declared_empty", bool, description="the tool found nothing in this repo"
+            ),
+            OpenApiParameter(
+                "dataset",
+                str,
+                description="the dataset whose release to judge against, "
+                "where the repo is in several",
+            ),
+        ],
+        request=OpenApiTypes.OBJECT,
+        responses={202: OpenApiTypes.OBJECT},
+    )
+    def post(self, request: Request, project_id: str) -> Response:
+        repo = get_object_or_404(visible_repos(request.user), project_id=project_id)
+        data: Any = request.data
+        dataset = None
+        if slug := request.query_params.get("dataset"):
+            dataset = AuditDataset.objects.filter(slug=slug).first()
+            if dataset is None:
+                raise ValidationError({"dataset": f"no dataset {slug!r}"})
+        scanner = request.query_params.get("scanner", "")
+        judge = request.query_params.get("judge") or None
+        empty: Any = request.query_params.get("declared_empty")
+        upload = None
+        if isinstance(data, QueryDict):  # multipart or urlencoded form
+            scanner = scanner or data.get("scanner", "")
+            judge = judge or data.get("judge") or None
+            empty = empty if empty is not None else data.get("declared_empty")
+            upload = request.FILES.get("file")
+            if upload is None:
+                raise ValidationError(
+                    {"file": "upload the results as a JSON file, or send them as a JSON body"}
+                )
+        elif isinstance(data, dict) and ("scanner" in data or "declared_empty" in data):
+            scanner = scanner or str(data.get("scanner") or "")
+            empty = empty if empty is not None else data.get("declared_empty")
+            data = {k: v for k, v in data.items() if k not in ("scanner", "declared_empty")}
+        if not scanner:
+            raise ValidationError({"scanner": "give the scanner's name (?scanner=NAME)"})
+        declared = _flag(empty, "declared_empty")
+        if upload is not None:
+            run = _submitted(
+                lambda: audit_scan_upload(
+                    user=request.user,
+                    scanner_name=scanner,
+                    repo=repo,
+                    upload=upload,
+                    judge=judge,
+                    declared_empty=declared,
+                    dataset=dataset,
+                )
+            )
+        else:
+            run = _submitted(
+                lambda: audit_scan_submit(
+                    user=request.user,
+                    scanner_name=scanner,
+                    repo=repo,
+                    data=data,
+                    judge=judge,
+                    declared_empty=declared,
+                    dataset=dataset,
+                )
+            )
+        run.refresh_from_db()
+        name = run.scanner.name if run.scanner else scanner
+        return Response(
+            {
+                "run": run.pk,
+                "status": run.status,
+                "scanner": name,
+                "repo": repo.project_id,
+                "release": str(run.release) if run.release_id else None,
+                "findings": repo.scan_results.get(
+                    scanner__name=name, is_current=True
+                ).findings.count(),
+                **_urls(request, run, name),
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class DatasetSubmitView(APIView):
+    """Upload a scanner's results for every repo of a dataset: one run, one submission.
+
+    Either a multipart form with ``file``: a .zip of ``<project_id>_results.json`` files or a
+    JSON file holding ``{project_id: findings, ...}``; or that JSON object as the body. The
+    scanner's name comes from ``?scanner=``, a ``scanner`` field or a top-level ``"scanner"``
+    key; the judge likewise. Every repo of the dataset's official release needs findings: a
+    repo missing from the upload, or with none, is refused by name unless it is listed in
+    ``declared_empty`` (project ids, comma-separated, or a JSON list) because the tool found
+    nothing there. Answers 202 with the queued run.
+    """
+
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("scanner", str, description="scanner name"),
+            OpenApiParameter("judge", str, description="offline or openai (default: the site's)"),
+            OpenApiParameter(
+                "declared_empty",
+                str,
+                description="project ids (comma-separated) where the tool found nothing",
+            ),
+        ],
+        request=OpenApiTypes.OBJECT,
+        responses={202: OpenApiTypes.OBJECT},
+    )
+    def post(self, request: Request, slug: str) -> Response:
+        dataset = get_object_or_404(AuditDataset, slug=slug)
+        data: Any = request.data
+        query = request.query_params
+        scanner = query.get("scanner", "")
+        judge = query.get("judge") or None
+        empty: list[Any] = query.getlist("declared_empty")
+        upload = None
+        if isinstance(data, QueryDict):
+            scanner = scanner or data.get("scanner", "")
+            judge = judge or data.get("judge") or None
+            empty = empty or data.getlist("declared_empty")
+            upload = request.FILES.get("file")
+            if upload is None:
+                raise ValidationError(
+                    {
+                        "file": "upload a .zip of <project_id>_results.json files or a JSON "
+                        "file {project_id: findings}, or send that object as a JSON body"
+                    }
+                )
+        elif isinstance(data, dict):
+            scanner = scanner or str(data.get("scanner") or "")
+            judge = judge or (str(data["judge"]) if data.get("judge") else None)
+            body_empty = data.get("declared_empty")
+            if not empty and body_empty:
+                empty = body_empty if isinstance(body_empty, list) else [body_empty]
+        else:
+            raise ValidationError({"results": "expected a JSON object {project_id: findings}"})
+        if not scanner:
+            raise ValidationError({"scanner": "give the scanner's name (?scanner=NAME)"})
+        declared = _submitted(lambda: parse_declared_empty(empty))
+        if upload is not None:
+            run = _submitted(
+                lambda: audit_dataset_upload(
+                    user=request.user,
+                    scanner_name=scanner,
+                    dataset=dataset,
+                    upload=upload,
+                    declared_empty=declared,
+                    judge=judge,
+                )
+            )
+        else:
+            results = {
+                k: v for k, v in data.items() if k not in ("scanner", "judge", "declared_empty")
+            }
+            if not results:
+                raise ValidationError(
+                    {"results": "no repo in the body; send {project_id: findings}"}
+                )
+            run = _submitted(
+                lambda: audit_dataset_submit(
+                    user=request.user,
+                    scanner_name=scanner,
+                    dataset=dataset,
+                    results=results,
+                    declared_empty=declared,
+                    judge=judge,
+                )
+            )
+        run.refresh_from_db()
+        name = run.scanner.name if run.scanner else scanner
+        return Response(
+            {
+                "run": run.pk,
+                "status": run.status,
+                "scanner": name,
+                "dataset": dataset.slug,
+                "release": str(run.release) if run.release_id else None,
+                "repos": sorted(run.repos.values_list("project_id", flat=True)),
+                "declared_empty": sorted(declared),
+                **_urls(request, run, name),
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )

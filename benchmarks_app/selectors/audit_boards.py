@@ -1,0 +1,296 @@
+"""Audit boards: which board a request means, and its stored rows.
+
+A board is one (dataset release, judge) pair; its rows are written when a run ends
+(:mod:`benchmarks_app.services.audit.boards`), so reading one is a constant number of queries.
+Without a choice, the dataset's official release and judge are shown (see
+:func:`resolve_board`); every answer names the release and judge it is about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Max, Q
+
+from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Repo
+from benchmarks_app.models.audit import AuditBoardRow, AuditDataset, DatasetRelease
+from scoring.audit.judges import parse_judge_spec
+
+# The columns of ``audit_leaderboard --format json`` and ``/api/audit/leaderboard/``.
+PUBLIC_ROW_KEYS = (
+    "scanner",
+    "rank",
+    "rank_low",
+    "rank_high",
+    "complete",
+    "repos_evaluated",
+    "repos_total",
+    "tp",
+    "partial",
+    "fp",
+    "fn",
+    "precision",
+    "recall",
+    "f1",
+    "f1_with_partial",
+    "f1_with_partial_ci",
+)
+
+
+class BoardNotFound(LookupError):
+    """No such dataset, release or judge board; the message is ``"field: problem"``."""
+
+
+def judge_key(judge: str, judge_config: dict[str, Any] | None) -> str:
+    """The board a run of ``judge`` counts on: ``offline``, ``openai:MODEL`` or ``replay:DIR``.
+
+    LLM judges of different models never share a board.
+    """
+    try:
+        spec = parse_judge_spec(judge)
+    except ValueError:
+        return judge
+    if spec.kind == "openai":
+        model = (judge_config or {}).get("model")
+        return f"openai:{model}" if model else "openai"
+    return spec.label
+
+
+def board_judge_key(run: EvaluationRun) -> str:
+    return judge_key(run.judge, run.judge_config)
+
+
+def default_judge_key() -> str:
+    """The board judge of runs that name no judge (``JUDGE_DEFAULT``)."""
+    default = str(getattr(settings, "JUDGE_DEFAULT", "offline") or "offline")
+    return judge_key(default, {"model": getattr(settings, "JUDGE_MODEL", "")})
+
+
+def release_repo_ids(release: DatasetRelease) -> set[int]:
+    """The repos a release covers: those frozen with it, and those of its truth findings."""
+    ids = set(release.repos.values_list("pk", flat=True))
+    ids |= set(release.truth_findings.values_list("repo_id", flat=True))
+    return ids
+
+
+def release_repos(release: DatasetRelease) -> list[Repo]:
+    return list(Repo.objects.filter(pk__in=release_repo_ids(release)).order_by("project_id"))
+
+
+def board_run_ids(*, release: DatasetRelease, judge: str) -> list[int]:
+    runs = EvaluationRun.objects.filter(benchmark=Benchmark.AUDIT, release=release).only(
+        "id", "judge", "judge_config"
+    )
+    return [run.pk for run in runs if board_judge_key(run) == judge]
+
+
+def board_repo_results(*, release: DatasetRelease, judge: str) -> list[AuditRepoResult]:
+    """Per scanner and repo of the release, the latest complete result of the board's runs
+    whose judged version is still the scanner's current one."""
+    qs = AuditRepoResult.objects.filter(
+        run_id__in=board_run_ids(release=release, judge=judge),
+        is_complete=True,
+        repo_id__in=release_repo_ids(release),
+    ).filter(Q(scan_result__isnull=True) | Q(scan_result__is_current=True))
+    latest = qs.values("scanner_id", "repo_id").annotate(latest=Max("id")).values("latest")
+    return list(AuditRepoResult.objects.filter(id__in=latest).order_by("scanner_id", "repo_id"))
+
+
+def published_release(dataset: AuditDataset) -> DatasetRelease | None:
+    """The dataset's official release, or its latest published one."""
+    if dataset.official_release_id is not None:
+        official = dataset.official_release
+        if official is not None and official.is_published:
+            return official
+    return dataset.releases.filter(is_published=True).order_by("-number").first()
+
+
+def default_dataset() -> AuditDataset | None:
+    """The first dataset (by slug) with a published release."""
+    return (
+        AuditDataset.objects.filter(releases__is_published=True)
+        .select_related("official_release")
+        .order_by("slug")
+        .first()
+    )
+
+
+@dataclass
+class Board:
+    dataset: AuditDataset
+    release: DatasetRelease
+    judge: str
+    # Every judge with a board on this release (the official one first).
+    judges: list[str] = field(default_factory=list)
+
+    @property
+    def is_official(self) -> bool:
+        return self.dataset.official_release_id == self.release.pk and self.judge == official_judge(
+            self.dataset, self.judges
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.release} · judge {self.judge}"
+
+
+def official_judge(dataset: AuditDataset, judges: list[str]) -> str:
+    """The judge maintainers marked official; else the site's default judge where it has a
+    board, else the first judge with one."""
+    if dataset.official_judge:
+        return dataset.official_judge
+    default = default_judge_key()
+    if default in judges or not judges:
+        return default
+    return sorted(judges)[0]
+
+
+def release_judges(release: DatasetRelease) -> list[str]:
+    return sorted(
+        set(AuditBoardRow.objects.filter(release=release).values_list("judge", flat=True))
+    )
+
+
+def _choose_judge(dataset: AuditDataset, release: DatasetRelease, judge: str | None) -> str:
+    judges = release_judges(release)
+    if not judge:
+        return official_judge(dataset, judges)
+    if judge in judges or judge == official_judge(dataset, judges):
+        return judge
+    prefixed = [j for j in judges if j.startswith(f"{judge}:")]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    known = ", ".join(judges) or "none yet"
+    raise BoardNotFound(f"judge: no board of {release} for judge {judge!r}; boards: {known}")
+
+
+def resolve_board(
+    *, dataset: str | None = None, release: int | str | None = None, judge: str | None = None
+) -> Board | None:
+    """The board asked for; the official release and judge where they are not given.
+
+    ``None`` when no dataset has a published release yet and none was asked for. Raises
+    :class:`BoardNotFound` for an unknown dataset, release or judge.
+    """
+    if dataset:
+        found = AuditDataset.objects.select_related("official_release").filter(slug=dataset)
+        chosen = found.first()
+        if chosen is None:
+            raise BoardNotFound(f"dataset: no dataset {dataset!r}")
+    else:
+        chosen = default_dataset()
+        if chosen is None:
+            if release is not None:
+                raise BoardNotFound("dataset: give the dataset of the release (dataset=SLUG)")
+            return None
+    if release is not None and release != "":
+        text = str(release).strip().rpartition("@")[2]
+        if not text.isdigit():
+            raise BoardNotFound(f"release: {release!r} is not a release number")
+        picked = chosen.releases.filter(number=int(text)).first()
+        if picked is None or not picked.is_published:
+            raise BoardNotFound(f"release: {chosen.slug} has no published release {text}")
+    else:
+        picked = published_release(chosen)
+        if picked is None:
+            raise BoardNotFound(f"release: {chosen.slug} has no published release yet")
+    key = _choose_judge(chosen, picked, judge)
+    judges = release_judges(picked)
+    official = official_judge(chosen, judges)
+    ordered = [official] + [j for j in judges if j != official]
+    return Board(dataset=chosen, release=picked, judge=key, judges=ordered)
+
+
+def _row(row: AuditBoardRow) -> dict[str, Any]:
+    ci = [row.ci_low, row.ci_high] if row.ci_low is not None and row.ci_high is not None else None
+    return {
+        "scanner": row.scanner.name,
+        "scanner_id": row.scanner_id,
+        "rank": row.rank,
+        "rank_low": row.rank_low,
+        "rank_high": row.rank_high,
+        "rank_range": (
+            f"{row.rank_low}-{row.rank_high}"
+            if row.rank_low is not None and row.rank_low != row.rank_high
+            else (str(row.rank_low) if row.rank_low is not None else "")
+        ),
+        "complete": row.is_complete,
+        "is_complete": row.is_complete,
+        "repos_evaluated": row.repos_evaluated,
+        "repos_total": row.repos_total,
+        "repos": row.repos_evaluated,
+        "coverage": f"{row.repos_evaluated}/{row.repos_total}",
+        "run_ids": list(row.run_ids),
+        **row.metrics,
+        "f1_with_partial_ci": ci,
+        "ci_low": row.ci_low,
+        "ci_high": row.ci_high,
+        "tied_with_above": row.tied_with_above,
+    }
+
+
+def board_rows(board: Board) -> list[dict[str, Any]]:
+    """Every row of the board in its order: ranked rows, then incomplete ones (one query)."""
+    rows = (
+        AuditBoardRow.objects.filter(release=board.release, judge=board.judge)
+        .select_related("scanner")
+        .order_by("position")
+    )
+    return [_row(r) for r in rows]
+
+
+def public_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with exactly the documented keys (:data:`PUBLIC_ROW_KEYS`), in that order."""
+    return {key: row.get(key) for key in PUBLIC_ROW_KEYS}
+
+
+def board_document(board: Board | None) -> dict[str, Any]:
+    """What ``audit_leaderboard --format json`` prints: the board's identity and rows."""
+    if board is None:
+        return {"dataset": None, "release": None, "judge": None, "rows": []}
+    return {
+        "dataset": board.dataset.slug,
+        "release": board.release.number,
+        "judge": board.judge,
+        "rows": [public_row(r) for r in board_rows(board)],
+    }
+
+
+def audit_leaderboard(
+    *, dataset: str | None = None, release: int | str | None = None, judge: str | None = None
+) -> list[dict[str, Any]]:
+    """The rows of a board (by default the official one); ``[]`` when there is none yet."""
+    board = resolve_board(dataset=dataset, release=release, judge=judge)
+    return board_rows(board) if board is not None else []
+
+
+def audit_boards() -> list[dict[str, Any]]:
+    """Every board with rows: dataset, release, judge, whether it is the official one."""
+    counted = (
+        AuditBoardRow.objects.values("release_id", "judge")
+        .order_by()
+        .annotate(rows=Max("position"))
+    )
+    releases = DatasetRelease.objects.select_related("dataset").in_bulk(
+        {c["release_id"] for c in counted}
+    )
+    judges: dict[int, list[str]] = {}
+    for c in counted:
+        judges.setdefault(c["release_id"], []).append(c["judge"])
+    out = []
+    for c in sorted(counted, key=lambda c: (str(releases[c["release_id"]]), c["judge"])):
+        release = releases[c["release_id"]]
+        official = official_judge(release.dataset, sorted(judges[release.pk]))
+        out.append(
+            {
+                "dataset": release.dataset.slug,
+                "release": release.number,
+                "judge": c["judge"],
+                "rows": c["rows"],
+                "official": release.dataset.official_release_id == release.pk
+                and c["judge"] == official,
+            }
+        )
+    return out

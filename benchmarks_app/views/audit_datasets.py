@@ -1,0 +1,159 @@
+"""Audit dataset pages: links between boards, and the form that submits a scanner's results
+for every repo of a dataset at once (the same service and messages as the API)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from benchmarks_app.models.audit import AuditDataset
+from benchmarks_app.selectors.audit_boards import Board, published_release, release_repos
+from benchmarks_app.services.audit import (
+    AuditRunError,
+    audit_dataset_upload,
+    parse_declared_empty,
+)
+
+
+def board_query(board: Board, **override: Any) -> str:
+    params = {
+        "dataset": board.dataset.slug,
+        "release": board.release.number,
+        "judge": board.judge,
+        **override,
+    }
+    return urlencode(params)
+
+
+def board_chips(board: Board) -> list[tuple[str, str, bool]]:
+    """Links to the release's other judges' boards, the dataset's other releases and the
+    other datasets: (label, url, active)."""
+    url = reverse("audit:leaderboard")
+    chips = []
+    for judge in board.judges or [board.judge]:
+        label = f"judge {judge}" + (" (official)" if judge == board.judges[0] else "")
+        chips.append((label, f"{url}?{board_query(board, judge=judge)}", judge == board.judge))
+    for release in board.dataset.releases.filter(is_published=True).order_by("number"):
+        if release.pk != board.release.pk:
+            chips.append(
+                (
+                    str(release),
+                    f"{url}?dataset={board.dataset.slug}&release={release.number}",
+                    False,
+                )
+            )
+    for other in AuditDataset.objects.filter(releases__is_published=True).distinct():
+        if other.pk != board.dataset.pk:
+            chips.append((f"dataset {other.slug}", f"{url}?dataset={other.slug}", False))
+    return chips
+
+
+def _datasets() -> list[tuple[AuditDataset, Any]]:
+    out = []
+    for dataset in AuditDataset.objects.order_by("slug"):
+        release = published_release(dataset)
+        if release is not None:
+            out.append((dataset, release))
+    return out
+
+
+class DatasetSubmissionForm(forms.Form):
+    """Only the request's shape is checked here; the service checks the rest, as for the API."""
+
+    dataset = forms.CharField(max_length=100, widget=forms.Select)
+    scanner = forms.CharField(
+        label="Scanner name",
+        max_length=200,
+        help_text="As it should appear on the board. The first submission of a name makes it "
+        "yours; only you can replace its results.",
+    )
+    judge = forms.CharField(required=False, widget=forms.Select, initial="offline")
+    declared_empty = forms.CharField(
+        required=False,
+        label="Repos where your tool found nothing",
+        help_text="Project ids, separated by commas or spaces. Every other repo of the "
+        "dataset needs findings in the upload.",
+    )
+    file = forms.FileField(
+        label="Results (.zip or .json)",
+        allow_empty_file=True,
+        widget=forms.ClearableFileInput(attrs={"accept": ".zip,.json,application/zip"}),
+    )
+
+    def __init__(self, *args: Any, datasets: list[tuple[str, str]], user: Any, **kwargs: Any):
+        from benchmarks_app.views.audit import judge_choices
+
+        super().__init__(*args, **kwargs)
+        self.fields["dataset"].widget = forms.Select(choices=[("", "Choose a dataset…"), *datasets])
+        self.fields["judge"].widget = forms.Select(choices=judge_choices(user))
+        self.fields["file"].help_text = (
+            "A .zip of <project_id>_results.json files, or one JSON object "
+            f"{{project_id: findings, ...}}; at most {settings.UPLOAD_MAX_MB} MB."
+        )
+
+
+@login_required
+def submit_dataset(request: HttpRequest) -> HttpResponse:
+    datasets = _datasets()
+    choices = [
+        (d.slug, f"{d.slug} (release {r.number}, {len(release_repos(r))} repos)")
+        for d, r in datasets
+    ]
+    form = DatasetSubmissionForm(
+        request.POST or None,
+        request.FILES or None,
+        datasets=choices,
+        user=request.user,
+        initial={
+            "dataset": request.GET.get("dataset", ""),
+            "scanner": request.GET.get("scanner", ""),
+        },
+    )
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        dataset = AuditDataset.objects.filter(slug=data["dataset"]).first()
+        if dataset is None:
+            form.add_error("dataset", f"no dataset {data['dataset']!r}")
+        else:
+            try:
+                run = audit_dataset_upload(
+                    user=request.user,
+                    scanner_name=data["scanner"],
+                    dataset=dataset,
+                    upload=data["file"],
+                    declared_empty=parse_declared_empty(data["declared_empty"]),
+                    judge=data["judge"] or None,
+                )
+            except (AuditRunError, PermissionError) as exc:
+                field, _, message = str(exc).partition(": ")
+                if message and field in form.fields:
+                    form.add_error(field, message)
+                else:
+                    form.add_error(None, str(exc))
+            else:
+                messages.success(
+                    request,
+                    f"Results of {data['scanner'].strip()} for {run.repos.count()} repos of "
+                    f"{run.release} received; evaluation run #{run.pk} is queued.",
+                )
+                return redirect("audit:run", pk=run.pk)
+    example = datasets[0][0].slug if datasets else "DATASET"
+    return render(
+        request,
+        "audit/submit_dataset.html",
+        {
+            "form": form,
+            "datasets": datasets,
+            "max_mb": settings.UPLOAD_MAX_MB,
+            "example_dataset": example,
+        },
+        status=400 if request.method == "POST" else 200,
+    )

@@ -1,0 +1,188 @@
+"""An audit board: its ranking metric's bootstrap interval, ranks, rank ranges and ties.
+
+The ranking metric is F1 with partial matches (``f1_with_partial``), summed over the repos of
+a dataset release (see :mod:`scoring.audit.metrics`). Its 95% interval is a percentile
+bootstrap over the release's **truth findings** (:mod:`scoring.stats.bootstrap`):
+
+* each truth finding is a unit carrying its outcome: 1 when it was matched or partially
+  matched (TP + partial), 0 when missed;
+* the scanner's reported non-QA findings of a repo (the denominator of precision with
+  partial) are shared equally among that repo's truth findings, so a resample that draws a
+  repo's findings twice also counts its false positives twice. A repo without any truth
+  finding has no unit; its reported findings stay in the denominator as a constant;
+* on every resample, P+ = hits / reported share, R+ = hits / units, F1+ = 2·P+·R+ / (P+ + R+),
+  exactly as :func:`scoring.audit.metrics.with_ratios` computes them, so the full sample gives
+  the board's own number.
+
+Only the outcomes matter to the interval, not which truth finding had which, so the units are
+built from each repo's counts. Two scanners with the same counts get the same units in the
+same order and, with the same seed, the same interval.
+
+Rows are ranked on (F1+, F1), best first; rows with identical numbers share a rank (1, 1, 3).
+:func:`scoring.stats.bootstrap.rank_ranges` gives the ranks each row could take given the
+intervals, and :func:`~scoring.stats.bootstrap.tied_with_above` marks rows whose interval
+overlaps the row above as statistically tied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from scoring.stats.bootstrap import (
+    DEFAULT_LEVEL,
+    DEFAULT_RESAMPLES,
+    Interval,
+    bootstrap_sums_interval,
+    rank_ranges,
+    tied_with_above,
+)
+
+BOARD_RESAMPLES = DEFAULT_RESAMPLES
+BOARD_LEVEL = DEFAULT_LEVEL
+BOARD_SEED = 0
+# Numbers equal to this many digits are the same number (sums of floats may differ in the
+# last bits while the counts are identical).
+RANK_DIGITS = 12
+
+
+@dataclass(frozen=True)
+class Units:
+    """Truth findings as bootstrap units: one row ``[hit, reported share]`` per finding."""
+
+    matrix: npt.NDArray[np.float64]
+    # Reported non-QA findings of repos without truth findings (not resampled).
+    fixed_reported: float = 0.0
+
+    def __len__(self) -> int:
+        return int(self.matrix.shape[0])
+
+
+def truth_units(repo_rows: Sequence[Mapping[str, Any]]) -> Units:
+    """The units of complete repo metrics rows (``truth``, ``scan``, ``qa``, ``tp``, ``partial``).
+
+    Ordered by repo, then hits before misses, so that equal counts give equal units.
+    """
+    rows: list[list[float]] = []
+    fixed = 0.0
+    for row in sorted(repo_rows, key=lambda r: str(r.get("repo", ""))):
+        truth = int(row.get("truth") or 0)
+        reported = int(row.get("scan") or 0) - int(row.get("qa") or 0)
+        hits = int(row.get("tp") or 0) + int(row.get("partial") or 0)
+        if truth <= 0:
+            fixed += reported
+            continue
+        share = reported / truth
+        hits = max(0, min(hits, truth))
+        rows += [[1.0, share]] * hits + [[0.0, share]] * (truth - hits)
+    matrix = np.asarray(rows, dtype=np.float64).reshape(len(rows), 2)
+    return Units(matrix=matrix, fixed_reported=fixed)
+
+
+def f1_with_partial_of_sums(
+    sums: npt.NDArray[np.float64], *, units: int, fixed_reported: float = 0.0
+) -> npt.NDArray[np.float64]:
+    """F1+ for each row of ``[hits, reported]`` sums over ``units`` truth findings."""
+    hits = sums[:, 0]
+    reported = sums[:, 1] + fixed_reported
+    precision = np.zeros_like(hits)
+    np.divide(hits, reported, out=precision, where=reported != 0)
+    recall = hits / units if units else np.zeros_like(hits)
+    total = precision + recall
+    f1 = np.zeros_like(hits)
+    np.divide(2 * precision * recall, total, out=f1, where=total != 0)
+    return f1
+
+
+def f1_with_partial_statistic(units: Units) -> Any:
+    """The same statistic for :func:`scoring.stats.bootstrap.bootstrap_interval` (lists of
+    unit rows), for checking the vectorised path against the plain one."""
+
+    def statistic(sample: Sequence[Sequence[float]]) -> float:
+        sums = np.asarray([[sum(u[0] for u in sample), sum(u[1] for u in sample)]])
+        return float(
+            f1_with_partial_of_sums(sums, units=len(sample), fixed_reported=units.fixed_reported)[0]
+        )
+
+    return statistic
+
+
+def f1_with_partial_interval(
+    repo_rows: Sequence[Mapping[str, Any]],
+    *,
+    resamples: int = BOARD_RESAMPLES,
+    level: float = BOARD_LEVEL,
+    seed: int = BOARD_SEED,
+) -> Interval | None:
+    """The bootstrap interval of F1+ over the truth findings of ``repo_rows``; None without
+    truth findings."""
+    units = truth_units(repo_rows)
+    if not len(units):
+        return None
+    n = len(units)
+    return bootstrap_sums_interval(
+        units.matrix,
+        lambda sums: f1_with_partial_of_sums(sums, units=n, fixed_reported=units.fixed_reported),
+        resamples=resamples,
+        level=level,
+        seed=seed,
+    )
+
+
+@dataclass
+class BoardEntry:
+    """One scanner on a board, before ranking."""
+
+    scanner: str
+    complete: bool
+    repos_evaluated: int
+    f1_with_partial: float | None
+    f1: float | None
+    ci: tuple[float, float] | None = None
+    rank: int | None = None
+    rank_low: int | None = None
+    rank_high: int | None = None
+    tied_with_above: bool = False
+
+
+def _number(value: float | None) -> float:
+    return round(value, RANK_DIGITS) if value is not None else float("-inf")
+
+
+def _score(entry: BoardEntry) -> tuple[float, float]:
+    return (_number(entry.f1_with_partial), _number(entry.f1))
+
+
+def rank_board(entries: Sequence[BoardEntry]) -> list[BoardEntry]:
+    """The board's order, ranks filled in: complete rows ranked best first, then incomplete
+    rows (most repos evaluated first), unranked."""
+    ranked = sorted(
+        (e for e in entries if e.complete),
+        key=lambda e: (-_score(e)[0], -_score(e)[1], e.scanner),
+    )
+    for i, entry in enumerate(ranked):
+        above = ranked[i - 1] if i else None
+        entry.rank = above.rank if above and _score(above) == _score(entry) else i + 1
+    spans = []
+    for entry in ranked:
+        value = entry.f1_with_partial or 0.0
+        low, high = entry.ci if entry.ci is not None else (value, value)
+        spans.append((value, low, high))
+    for entry, (low_rank, high_rank), tied in zip(
+        ranked, rank_ranges(spans), tied_with_above(spans), strict=True
+    ):
+        entry.rank_low = low_rank
+        entry.rank_high = high_rank
+        entry.tied_with_above = tied
+    incomplete = sorted(
+        (e for e in entries if not e.complete),
+        key=lambda e: (-e.repos_evaluated, -_score(e)[0], -_score(e)[1], e.scanner),
+    )
+    for entry in incomplete:
+        entry.rank = entry.rank_low = entry.rank_high = None
+        entry.tied_with_above = False
+    return [*ranked, *incomplete]
