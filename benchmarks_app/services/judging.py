@@ -1,4 +1,4 @@
-"""Database side of the judge layer: the verdict cache and the call ledger.
+"""Database side of the judge layer: the verdict cache, single flight and the call ledger.
 
 Judges run inside an event loop (``scoring.judges.llm.structured_call`` is async), and Django's
 ORM refuses to run from a thread that has a running event loop. The choice made here:
@@ -8,29 +8,61 @@ ORM refuses to run from a thread that has a running event loop. The choice made 
   the ORM in ``sync_to_async(thread_sensitive=True)``; drive the event loop with
   ``asgiref.sync.async_to_sync`` (not ``asyncio.run``) so that those calls execute on the
   calling thread, with its connection and its transaction.
-* :func:`ledger_recorder` returns a :class:`LedgerRecorder`: calling it from inside the loop
-  only buffers the record (no I/O on the loop); ``flush()`` bulk-inserts the buffer and must be
-  called from sync code (after each batch, and at the end). Called from sync code with no
-  running loop, a record is written at once.
+* ``DbJudgeCache.aflight`` is single flight across processes and machines: a
+  :class:`JudgeInFlight` row per question being asked; whoever finds the row waits for the
+  answer in the cache instead of paying for it again (see :mod:`scoring.judges.flight`).
+* :func:`ledger_recorder` returns a :class:`LedgerRecorder`, a durable recorder: each request
+  is a ``pending`` :class:`JudgeCall` row before it goes out, completed after it, and a valid
+  answer's completion and cache write share one transaction. A crash therefore loses no
+  answered call, and leaves the calls in flight as ``pending`` rows that
+  :func:`judge_calls_mark_lost` marks ``lost`` when the run is taken over. Cache hits cost
+  nothing and are only buffered inside the loop: ``flush()`` (sync code, after each batch and
+  at the end) writes them; called from sync code with no running loop, a record is written at
+  once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, JudgeCall
+from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, JudgeCall, JudgeInFlight
+from benchmarks_app.models.judging import JudgeCallStatus
 from scoring.judges.llm import CallRecord, LLMConfig
 from scoring.judges.server import probe_server
 
+# How often a caller waiting for another asker's answer looks at the cache again.
+FLIGHT_POLL_S = 0.25
+
+
+def _process_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
 
 class DbJudgeCache:
-    """``JudgeCache`` over :class:`JudgeCacheEntry` (only valid verdicts are ever put)."""
+    """``JudgeCache`` over :class:`JudgeCacheEntry` (only valid verdicts are ever put).
+
+    ``holder`` names this asker on its :class:`JudgeInFlight` rows (for people reading them);
+    by default the host and process.
+    """
+
+    # The ledger runs ``put`` in the transaction that completes the call's row.
+    joins_ledger_transaction = True
+
+    def __init__(self, *, holder: str = "") -> None:
+        self.holder = holder
 
     def get(self, key: str) -> dict[str, Any] | None:
         entry = JudgeCacheEntry.objects.filter(key=key).values_list("response", flat=True).first()
@@ -84,6 +116,73 @@ class DbJudgeCache:
             vote_number=vote_number,
         )
 
+    @asynccontextmanager
+    async def aflight(self, key: str, *, ttl_s: float) -> AsyncIterator[DbFlight]:
+        """Hold ``key``'s in-flight row while this process asks; see :mod:`scoring.judges.flight`.
+
+        Yields at once when the row is free (or expired: its asker died, and this one takes it
+        over). While another asker holds it, polls the cache: its answer is yielded as soon as
+        it is there (ask nothing); a row that disappears without an answer (its call failed)
+        is claimed and the question asked here.
+        """
+        holder = f"{(self.holder or _process_name())[:90]}#{uuid.uuid4().hex[:8]}"
+        claim = sync_to_async(_flight_claim, thread_sensitive=True)
+        while not await claim(key, holder, ttl_s):
+            await asyncio.sleep(FLIGHT_POLL_S)
+            answer = await self.aget(key)
+            if answer is not None:
+                yield DbFlight(key, holder, ttl_s, answer=answer)
+                return
+        try:
+            yield DbFlight(key, holder, ttl_s)
+        finally:
+            await sync_to_async(_flight_release, thread_sensitive=True)(key, holder)
+
+
+class DbFlight:
+    """This process's claim on a question (or the answer another asker gave meanwhile)."""
+
+    def __init__(
+        self, key: str, holder: str, ttl_s: float, *, answer: dict[str, Any] | None = None
+    ) -> None:
+        self.key = key
+        self.holder = holder
+        self.ttl_s = ttl_s
+        self.answer = answer
+
+    async def renew(self) -> None:
+        if self.answer is None:
+            await sync_to_async(_flight_renew, thread_sensitive=True)(
+                self.key, self.holder, self.ttl_s
+            )
+
+
+def _flight_claim(key: str, holder: str, ttl_s: float) -> bool:
+    now = timezone.now()
+    expires = now + timedelta(seconds=ttl_s)
+    try:
+        with transaction.atomic():
+            JudgeInFlight.objects.create(key=key, holder=holder[:100], expires_at=expires)
+        return True
+    except IntegrityError:
+        pass
+    # Its asker is gone (it renews before every attempt): take the question over. The
+    # conditional update lets exactly one of several takers win.
+    taken = JudgeInFlight.objects.filter(key=key, expires_at__lt=now).update(
+        holder=holder[:100], expires_at=expires
+    )
+    return taken == 1
+
+
+def _flight_renew(key: str, holder: str, ttl_s: float) -> None:
+    JudgeInFlight.objects.filter(key=key, holder=holder[:100]).update(
+        expires_at=timezone.now() + timedelta(seconds=ttl_s)
+    )
+
+
+def _flight_release(key: str, holder: str) -> None:
+    JudgeInFlight.objects.filter(key=key, holder=holder[:100]).delete()
+
 
 def _in_event_loop() -> bool:
     try:
@@ -94,10 +193,15 @@ def _in_event_loop() -> bool:
 
 
 class LedgerRecorder:
-    """Collects :class:`CallRecord` s and appends them as :class:`JudgeCall` rows."""
+    """Appends :class:`JudgeCall` rows: requests as they go out, cache hits buffered.
 
-    def __init__(self, run: EvaluationRun | None) -> None:
+    ``holder`` (the lease that makes the calls) is written on every row, so that the calls a
+    dead holder left in flight can be marked lost (:func:`judge_calls_mark_lost`).
+    """
+
+    def __init__(self, run: EvaluationRun | None, *, holder: str = "") -> None:
         self.run_id = run.pk if run is not None else None
+        self.holder = holder[:100]
         self._buffer: list[CallRecord] = []
         self._lock = threading.Lock()
         self.written = 0
@@ -112,31 +216,29 @@ class LedgerRecorder:
     def pending(self) -> int:
         return len(self._buffer)
 
+    def _row(self, r: CallRecord) -> JudgeCall:
+        return JudgeCall(
+            run_id=self.run_id,
+            judge=r.judge[:300],
+            model=r.model[:200],
+            prompt_hash=r.prompt_hash[:64],
+            vote_number=r.vote_number,
+            attempt=r.attempt,
+            latency_ms=r.latency_ms,
+            tokens_in=r.tokens_in,
+            tokens_out=r.tokens_out,
+            status=r.status,
+            error=r.error,
+            holder=self.holder,
+        )
+
     def flush(self) -> int:
         """Write the buffered records (sync code only); returns how many were written."""
         with self._lock:
             records, self._buffer = self._buffer, []
         if not records:
             return 0
-        JudgeCall.objects.bulk_create(
-            [
-                JudgeCall(
-                    run_id=self.run_id,
-                    judge=r.judge[:300],
-                    model=r.model[:200],
-                    prompt_hash=r.prompt_hash[:64],
-                    vote_number=r.vote_number,
-                    attempt=r.attempt,
-                    latency_ms=r.latency_ms,
-                    tokens_in=r.tokens_in,
-                    tokens_out=r.tokens_out,
-                    status=r.status,
-                    error=r.error,
-                )
-                for r in records
-            ],
-            batch_size=500,
-        )
+        JudgeCall.objects.bulk_create([self._row(r) for r in records], batch_size=500)
         self.written += len(records)
         return len(records)
 
@@ -144,10 +246,56 @@ class LedgerRecorder:
         """Flush from inside the loop (runs on the caller's thread via ``sync_to_async``)."""
         return await sync_to_async(self.flush, thread_sensitive=True)()
 
+    async def abegin(self, record: CallRecord) -> int:
+        """The request is about to go out: a ``pending`` row; returns its id."""
+        return await sync_to_async(self._begin, thread_sensitive=True)(record)
 
-def ledger_recorder(run: EvaluationRun | None) -> LedgerRecorder:
-    """A ``record`` callback for ``structured_call`` that ledgers calls against ``run``."""
-    return LedgerRecorder(run)
+    async def aend(
+        self, ticket: int, record: CallRecord, *, then: Callable[[], None] | None = None
+    ) -> None:
+        """The request ended: complete its row; ``then`` (the cache write) in one transaction."""
+        await sync_to_async(self._end, thread_sensitive=True)(ticket, record, then)
+
+    def _begin(self, record: CallRecord) -> int:
+        row = self._row(record)
+        row.status = JudgeCallStatus.PENDING
+        row.save()
+        self.written += 1
+        return int(row.pk)
+
+    def _end(self, ticket: int, record: CallRecord, then: Callable[[], None] | None) -> None:
+        with transaction.atomic():
+            # Ledger rows are append-only (save() refuses to change one). This update is the
+            # one transition a row may make: pending -> how its request ended. A row already
+            # marked lost stays lost: its holder had been given up for dead, and the run's
+            # new holder asks (or finds in the cache) what it needs.
+            JudgeCall.objects.filter(pk=ticket, status=JudgeCallStatus.PENDING).update(
+                status=record.status,
+                latency_ms=record.latency_ms,
+                tokens_in=record.tokens_in,
+                tokens_out=record.tokens_out,
+                error=record.error,
+            )
+            if then is not None:
+                then()
+
+
+def ledger_recorder(run: EvaluationRun | None, *, holder: str = "") -> LedgerRecorder:
+    """A ``record`` callback for ``structured_call`` that ledgers calls against ``run``.
+
+    ``holder`` names the lease making the calls (``"<piece id>:<attempt>"``).
+    """
+    return LedgerRecorder(run, holder=holder)
+
+
+@transaction.atomic
+def judge_calls_mark_lost(*, holder: str) -> int:
+    """Mark the calls ``holder`` left in flight as lost (its worker died); returns how many."""
+    if not holder:
+        raise ValueError("holder: must name a lease (an empty one would match unowned calls)")
+    return JudgeCall.objects.filter(holder=holder, status=JudgeCallStatus.PENDING).update(
+        status=JudgeCallStatus.LOST, error=f"in flight when its holder {holder} was given up"
+    )
 
 
 def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMConfig:
@@ -165,6 +313,7 @@ def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMCo
         max_answer_tokens=int(settings.JUDGE_MAX_ANSWER_TOKENS),
         temperature=settings.JUDGE_TEMPERATURE,
         seed=settings.JUDGE_SEED,
+        outage_patience_s=float(settings.JUDGE_OUTAGE_PATIENCE_S),
     )
 
 

@@ -3,12 +3,19 @@
 :class:`JudgeCache` is synchronous. A cache that also offers coroutine methods ``aget``/``aput``
 (see :class:`AsyncJudgeCache`) is awaited instead, which is how the database-backed cache stays
 safe inside an event loop. Errors are never cached.
+
+A cache whose storage is the ledger's (``joins_ledger_transaction = True``, the database
+cache) has its write of a fresh answer run by the ledger, in the transaction that completes
+the call's row (see :func:`ledger_write`). A cache may also offer ``aflight(key, ttl_s=...)``
+for single flight across processes (see :mod:`scoring.judges.flight`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -128,3 +135,31 @@ async def cache_put(
             prompt_version=prompt_version,
             vote_number=vote_number,
         )
+
+
+def ledger_write(
+    cache: JudgeCache | None,
+    key: str,
+    value: dict[str, Any],
+    *,
+    judge: str,
+    model: str,
+    prompt_version: str,
+    vote_number: int,
+) -> Callable[[], None] | None:
+    """The cache write as a plain function for the ledger to run in its own transaction.
+
+    ``None`` when the cache does not share the ledger's storage: the caller then writes with
+    :func:`cache_put` as usual.
+    """
+    if cache is None or not getattr(cache, "joins_ledger_transaction", False):
+        return None
+    return functools.partial(
+        cache.put,
+        key,
+        value,
+        judge=judge,
+        model=model,
+        prompt_version=prompt_version,
+        vote_number=vote_number,
+    )

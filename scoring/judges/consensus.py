@@ -2,7 +2,9 @@
 
 The first two votes are asked concurrently; the third only when they disagree. Votes that
 could not be obtained (errors after retries, verdicts that stayed invalid) are recorded as
-failed and never count towards an outcome.
+failed and never count towards an outcome. A judge that is down altogether
+(:class:`~scoring.judges.failures.JudgeUnavailable`) is not a failed vote: it propagates, and
+the votes still being asked are cancelled.
 """
 
 from __future__ import annotations
@@ -11,9 +13,25 @@ import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+
+async def gather_all(*aws: Awaitable[T]) -> list[T]:
+    """``asyncio.gather``, except that the first exception cancels the others.
+
+    A plain gather leaves the siblings of a failed awaitable running unseen; when the judge is
+    down (``JudgeUnavailable``) they would go on waiting out the outage for a run that paused.
+    """
+    tasks: list[asyncio.Future[Any]] = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 class VoteFailed(Exception):
@@ -88,6 +106,7 @@ async def _ask_one(
     try:
         verdict = await ask(number)
     except VoteFailed as exc:
+        # Only a vote that could not be obtained; JudgeUnavailable is not one and propagates.
         return Vote(number, None, None, exc.reason)
     return Vote(number, verdict, classify(verdict))
 
@@ -109,7 +128,7 @@ async def run_consensus(
     if iterations < 1:
         raise ValueError("iterations must be at least 1")
     first = min(2, iterations)
-    votes = list(await asyncio.gather(*(_ask_one(n, ask, classify) for n in range(1, first + 1))))
+    votes = await gather_all(*(_ask_one(n, ask, classify) for n in range(1, first + 1)))
     needed = iterations // 2 + 1
     while len(votes) < iterations:
         counts = Counter(v.label for v in votes if v.ok)

@@ -42,6 +42,25 @@ _TAG = re.compile(r"^\[(\w+)\]\s*")
 _VARYING = re.compile(r"\b(?:req|chatcmpl)[-_][A-Za-z0-9]+\b|\b\d+(?:\.\d+)?\s*(?:ms|s)\b")
 
 
+class JudgeUnavailable(Exception):
+    """The judge stayed unreachable for longer than the outage patience.
+
+    Deliberately not a :class:`~scoring.judges.consensus.VoteFailed`: nothing was learnt about
+    the item, so it must not be recorded as a failed vote (which would fail the run). It
+    propagates out of every judge so that the run pauses ("waiting for judge") and is picked
+    up again once the judge answers.
+    """
+
+    def __init__(
+        self, reason: str, *, model: str = "", base_url: str = "", waited_s: float = 0.0
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.model = model
+        self.base_url = base_url
+        self.waited_s = waited_s
+
+
 def tag(kind: str, reason: str) -> str:
     return f"[{kind}] {reason}"
 

@@ -7,17 +7,26 @@ judge needs:
 * a cache keyed on judge, model, prompt version, prompt text, vote number and whatever else of
   the request can change an answer (response format, temperature): a valid answer is stored
   once and re-asking the same question costs no call (errors are never cached);
+* single flight (:mod:`scoring.judges.flight`): while a question is being asked, every other
+  caller that needs it, in this process or (through the cache) anywhere on the site, waits for
+  that answer instead of paying for it again;
 * a bounded answer (``max_answer_tokens``, sent as the parameter the server takes), a per-vote
   ``seed`` and an optional ``temperature``, so runs against a local model can be reproduced;
 * retries of transient failures (timeouts, connection errors, HTTP 429 and 5xx) with
-  exponential backoff and full jitter;
+  exponential backoff and full jitter, at most ``max_retries`` while the judge answers other
+  calls; when it answers none, a circuit breaker (:mod:`scoring.judges.outage`) lets one probe
+  at a time through for up to ``outage_patience_s``, and then
+  :class:`~scoring.judges.failures.JudgeUnavailable` (not a failed vote) pauses the run;
+* permanent refusals (bad credentials, unknown model, rejected request) fail the vote at once;
 * context overflows told apart from other errors (:class:`ContextOverflow`): when requests in
   flight together overflowed a shared context the shared :class:`AdaptiveLimiter` narrows and
   the call is retried; when this request alone does not fit, the caller may split its batch;
 * one re-ask when the answer was cut at the bound, does not parse or ``validate`` rejects it:
   the original question plus a short correction (never the broken answer, which may be as long
   as the context), then :class:`~scoring.judges.consensus.VoteFailed`;
-* a :class:`CallRecord` per attempt (including cache hits) for the cost ledger.
+* a :class:`CallRecord` per attempt (including cache hits) for the cost ledger; a durable
+  ledger (:class:`~scoring.judges.records.DurableRecorder`) has each attempt as pending before
+  the request goes out, and completes it with the cache write in one transaction.
 
 Every :class:`VoteFailed` reason starts with its kind (``[transient]``, ``[context]``, …, see
 :mod:`scoring.judges.failures`) so a run can say why it failed and what to change.
@@ -32,10 +41,10 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import openai
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from scoring.judges import failures
 from scoring.judges.cache import (
@@ -45,14 +54,17 @@ from scoring.judges.cache import (
     cache_get,
     cache_key,
     cache_put,
+    ledger_write,
 )
 from scoring.judges.consensus import VoteFailed
+from scoring.judges.failures import JudgeUnavailable
+from scoring.judges.flight import Flight, single_flight
 from scoring.judges.local import local_call
-from scoring.judges.records import CallRecord, Recorder
+from scoring.judges.outage import Patience, breaker_for
+from scoring.judges.records import CallLedger, CallRecord, DurableRecorder, Recorder
 from scoring.judges.server import (
     JSON_OBJECT,
     JSON_SCHEMA,
-    PROMPT_ONLY,
     AdaptiveLimiter,
     ContextError,
     ServerProfile,
@@ -60,12 +72,21 @@ from scoring.judges.server import (
     error_message,
     is_transient,
 )
+from scoring.judges.wire import (
+    correction,
+    parse_answer,
+    response_format,
+    strict_json_schema,
+    system_text,
+)
 
 __all__ = [
     "AsyncJudgeCache",
     "CallRecord",
     "ContextOverflow",
+    "DurableRecorder",
     "JudgeCache",
+    "JudgeUnavailable",
     "LLMConfig",
     "MemoryJudgeCache",
     "Recorder",
@@ -104,6 +125,10 @@ class LLMConfig:
     temperature: float | None = None
     seed: int | None = 0  # vote n is sent seed + n; None sends no seed
     profile: ServerProfile = field(default_factory=ServerProfile)
+    # How long a call waits out a judge that answers nothing before the run pauses, and how
+    # many transient failures in a row (no answer in between) make it an outage.
+    outage_patience_s: float = 300.0
+    breaker_threshold: int = 5
 
     @property
     def response_format(self) -> str:
@@ -161,51 +186,6 @@ def make_client(config: LLMConfig, http_client: Any = None) -> openai.AsyncOpenA
     return openai.AsyncOpenAI(**kwargs)
 
 
-def strict_json_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema in the strict form OpenAI structured outputs require."""
-
-    def fix(node: Any) -> Any:
-        if isinstance(node, dict):
-            node = {k: fix(v) for k, v in node.items() if k not in ("default", "title")}
-            if node.get("type") == "object" and "properties" in node:
-                node["additionalProperties"] = False
-                node["required"] = list(node["properties"])
-            return node
-        if isinstance(node, list):
-            return [fix(v) for v in node]
-        return node
-
-    result: dict[str, Any] = fix(schema.model_json_schema())
-    return result
-
-
-def _response_format(config: LLMConfig, schema: type[BaseModel]) -> dict[str, Any] | None:
-    mode = config.response_format
-    if mode == JSON_OBJECT:
-        return {"type": "json_object"}
-    if mode == PROMPT_ONLY:
-        return None
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": schema.__name__,
-            "schema": strict_json_schema(schema),
-            "strict": True,
-        },
-    }
-
-
-def _system_text(config: LLMConfig, system: str, schema: type[BaseModel]) -> str:
-    if config.response_format == JSON_SCHEMA:
-        return system
-    # Without json_schema the server guarantees at most *some* JSON: the schema travels in the
-    # prompt.
-    return (
-        f"{system}\n\nAnswer with a single JSON object, no prose, matching this JSON schema:\n"
-        f"{json.dumps(strict_json_schema(schema), sort_keys=True)}"
-    )
-
-
 def _key_version(config: LLMConfig, prompt_version: str) -> str:
     # The cache key must follow what was actually sent. The default request (json_schema, no
     # temperature) keeps the historical key so existing caches stay valid.
@@ -223,36 +203,16 @@ def backoff_delay(config: LLMConfig, retry: int, rng: random.Random | None = Non
     return (rng or random).uniform(0, cap)
 
 
-def _parse(schema: type[M], content: str | None) -> tuple[M | None, str]:
-    """The parsed answer, or a *short* description of the problem (never the answer itself)."""
-    if not content:
-        return None, "empty answer"
-    text = content.strip()
-    if text.startswith("```"):
-        # Some compatible servers wrap JSON in a code fence even in JSON mode.
-        text = text.strip("`")
-        text = text[text.find("{") :] if "{" in text else text
-    try:
-        return schema.model_validate_json(text), ""
-    except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}"
-            for e in exc.errors(include_url=False, include_input=False, include_context=False)[:3]
-        ]
-        return None, f"answer does not match {schema.__name__}: {'; '.join(problems)}"[:300]
-
-
-def _correction(problem: str, *, truncated: bool, bound: int) -> str:
-    if truncated:
-        return (
-            f"\n\nNote: a previous answer to this question was invalid: it was cut off after "
-            f"{bound} tokens. Answer again with only the JSON object and keep every text field "
-            "to at most three short sentences."
-        )
-    return (
-        f"\n\nNote: a previous answer to this question was invalid ({problem}). Answer again, "
-        "following the instructions and the JSON schema exactly, with only the JSON object."
-    )
+def _usable(
+    schema: type[M], value: dict[str, Any] | None, validate: Callable[[M], str | None] | None
+) -> M | None:
+    """A stored answer that still parses and validates, else ``None`` (then it is asked)."""
+    if value is None:
+        return None
+    parsed, _ = parse_answer(schema, json.dumps(value))
+    if parsed is None or (validate is not None and validate(parsed)):
+        return None
+    return parsed
 
 
 async def structured_call(
@@ -275,135 +235,215 @@ async def structured_call(
 
     ``vote_number`` is part of the cache key and picks the vote's seed: votes 1, 2 and 3 of the
     same question are independent, reproducible samples that are each cached. ``limiter`` gates
-    the HTTP request only (cache hits never wait for a slot).
+    the HTTP request only (cache hits never wait for a slot). Raises :class:`JudgeUnavailable`
+    when the judge answered nothing for ``config.outage_patience_s``.
     """
+    version = _key_version(config, prompt_version)
     key = cache_key(
         judge=judge_name,
         model=config.model,
-        prompt_version=_key_version(config, prompt_version),
+        prompt_version=version,
         prompt_text=f"{system}\n\n{user}",
         vote_number=vote_number,
     )
-
-    def emit(
-        attempt: int, started: float, status: str, tin: int = 0, tout: int = 0, err: str = ""
-    ) -> None:
-        if record is not None:
-            record(
-                CallRecord(
-                    judge=judge_name,
-                    model=config.model,
-                    prompt_hash=key,
-                    vote_number=vote_number,
-                    attempt=attempt,
-                    latency_ms=round((time.perf_counter() - started) * 1000, 3),
-                    tokens_in=tin,
-                    tokens_out=tout,
-                    status=status,
-                    error=err[:2000],
-                )
-            )
-
+    ledger = CallLedger(
+        record, judge=judge_name, model=config.model, prompt_hash=key, vote_number=vote_number
+    )
     started = time.perf_counter()
-    cached = await cache_get(cache, key)
-    if cached is not None:
-        parsed, _ = _parse(schema, json.dumps(cached))
-        if parsed is not None and not (validate and validate(parsed)):
-            emit(0, started, "cached")
-            return parsed
+    hit = _usable(schema, await cache_get(cache, key), validate)
+    if hit is not None:
+        ledger.cached(started)
+        return hit
+    ttl = config.timeout_s + config.backoff_max_s + _FLIGHT_MARGIN_S
+    async with single_flight(cache, key, ttl_s=ttl) as flight:
+        hit = _usable(schema, flight.answer, validate)
+        if hit is not None:
+            ledger.cached(started)
+            return hit
+        question = _Question(
+            config=config,
+            judge_name=judge_name,
+            version=version,
+            key=key,
+            system=system,
+            user=user,
+            schema=schema,
+            vote_number=vote_number,
+            cache=cache,
+            validate=validate,
+            ledger=ledger,
+            flight=flight,
+            limiter=limiter,
+            sleep=sleep,
+        )
+        return await _ask(client, question)
 
-    system_text = _system_text(config, system, schema)
-    response_format = _response_format(config, schema)
-    user_text = user
+
+# A claim on a question outlives one attempt (timeout and backoff) by this much.
+_FLIGHT_MARGIN_S = 60.0
+
+
+@dataclass
+class _Question(Generic[M]):
+    config: LLMConfig
+    judge_name: str
+    version: str
+    key: str
+    system: str
+    user: str
+    schema: type[M]
+    vote_number: int
+    cache: JudgeCache | None
+    validate: Callable[[M], str | None] | None
+    ledger: CallLedger
+    flight: Flight
+    limiter: AdaptiveLimiter | None
+    sleep: Sleep
+
+
+async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
+    """Ask ``q`` over HTTP until it is answered, fails or the judge stays down too long."""
+    config = q.config
+    breaker = breaker_for(config.base_url, config.model)
+    patience = Patience(
+        config.outage_patience_s,
+        threshold=config.breaker_threshold,
+        backoff_base_s=config.backoff_base_s,
+        backoff_max_s=config.backoff_max_s,
+    )
+    system_message = system_text(config.response_format, q.system, q.schema)
+    fmt = response_format(config.response_format, q.schema)
+    user_text = q.user
     attempt = 0
     transient_retries = 0
     shared_context_retries = 0
     invalid_asks = 0
-    while True:
-        attempt += 1
-        messages = [
-            {"role": "system", "content": system_text},
-            {"role": "user", "content": user_text},
-        ]
-        kwargs: dict[str, Any] = {
-            "model": config.model,
-            "messages": messages,
-            "timeout": config.timeout_s,
-            **config.request_options(vote_number),
-        }
-        if response_format is not None:
-            kwargs["response_format"] = response_format
-        gate: AbstractAsyncContextManager[Any] = (
-            limiter.slot() if limiter is not None else nullcontext()
-        )
-        started = time.perf_counter()
-        try:
-            async with gate:
-                create: Any = client.chat.completions.create
-                response = await create(**kwargs)
-        except Exception as exc:
-            message = error_message(exc)
-            emit(attempt, started, "error", err=message)
-            overflow = context_error(exc)
-            if (
-                overflow is not None
-                and overflow.shared
-                and shared_context_retries < _SHARED_CONTEXT_RETRIES
-            ):
-                # Requests in flight together overflowed the server's shared context: narrow
-                # to one call at a time and ask again, instead of retrying at the same width
-                # into the same wall.
-                if limiter is not None:
-                    limiter.narrow()
-                shared_context_retries += 1
-                await sleep(backoff_delay(config, shared_context_retries - 1))
-                continue
-            if overflow is not None:
-                sizes = ""
-                if overflow.prompt_tokens and overflow.context_tokens:
-                    sizes = (
-                        f" (prompt {overflow.prompt_tokens:,} tokens, context "
-                        f"{overflow.context_tokens:,})"
-                    )
-                raise ContextOverflow(
-                    failures.tag(failures.CONTEXT, f"{message}{sizes}"), detail=overflow
-                ) from exc
-            if is_transient(exc) and transient_retries < config.max_retries:
-                await sleep(backoff_delay(config, transient_retries))
-                transient_retries += 1
-                continue
-            kind = failures.TRANSIENT if is_transient(exc) else failures.REJECTED
-            raise VoteFailed(failures.tag(kind, message)) from exc
-
-        if limiter is not None:
-            limiter.succeeded()
-        usage = getattr(response, "usage", None)
-        tin = int(getattr(usage, "prompt_tokens", 0) or 0)
-        tout = int(getattr(usage, "completion_tokens", 0) or 0)
-        choice = response.choices[0] if response.choices else None
-        content = choice.message.content if choice is not None else None
-        truncated = getattr(choice, "finish_reason", None) == "length"
-        if truncated:
-            parsed, problem = None, f"answer cut at the bound of {config.max_answer_tokens} tokens"
-        else:
-            parsed, problem = _parse(schema, content)
-            if parsed is not None and validate is not None:
-                problem = validate(parsed) or ""
-        if parsed is not None and not problem:
-            emit(attempt, started, "ok", tin, tout)
-            await cache_put(
-                cache,
-                key,
-                parsed.model_dump(mode="json"),
-                judge=judge_name,
-                model=config.model,
-                prompt_version=_key_version(config, prompt_version),
-                vote_number=vote_number,
+    async with breaker.used():
+        while True:
+            attempt += 1
+            kwargs: dict[str, Any] = {
+                "model": config.model,
+                "messages": [
+                    {"role": "system", "content": system_message},
+                    {"role": "user", "content": user_text},
+                ],
+                "timeout": config.timeout_s,
+                **config.request_options(q.vote_number),
+            }
+            if fmt is not None:
+                kwargs["response_format"] = fmt
+            await q.flight.renew()
+            gate: AbstractAsyncContextManager[Any] = (
+                q.limiter.slot() if q.limiter is not None else nullcontext()
             )
-            return parsed
-        emit(attempt, started, "truncated" if truncated else "invalid", tin, tout, problem)
-        if invalid_asks >= 1:
-            kind = failures.TRUNCATED if truncated else failures.INVALID
-            raise VoteFailed(failures.tag(kind, f"invalid answer twice: {problem}"))
-        invalid_asks += 1
-        user_text = user + _correction(problem, truncated=truncated, bound=config.max_answer_tokens)
+            error: Exception | None = None
+            async with breaker.attempt(patience, heartbeat=q.flight.renew) as passage:
+                async with gate:
+                    ticket = await q.ledger.begin(attempt)
+                    started = time.perf_counter()
+                    try:
+                        create: Any = client.chat.completions.create
+                        response = await create(**kwargs)
+                    except asyncio.CancelledError:
+                        # The run is stopping (another call ran out of patience, or the worker
+                        # is shutting down): the row must not stay pending for ever.
+                        await q.ledger.end(ticket, attempt, started, "error", err="cancelled")
+                        raise
+                    except Exception as exc:
+                        error = exc
+                transient = (
+                    error is not None and is_transient(error) and context_error(error) is None
+                )
+                if transient:
+                    passage.failed(error_message(error) if error is not None else "")
+                else:
+                    passage.answered()
+
+            if error is not None:
+                message = error_message(error)
+                await q.ledger.end(ticket, attempt, started, "error", err=message)
+                overflow = context_error(error)
+                if (
+                    overflow is not None
+                    and overflow.shared
+                    and shared_context_retries < _SHARED_CONTEXT_RETRIES
+                ):
+                    # Requests in flight together overflowed the server's shared context:
+                    # narrow to one call at a time and ask again, instead of retrying at the
+                    # same width into the same wall.
+                    if q.limiter is not None:
+                        q.limiter.narrow()
+                    shared_context_retries += 1
+                    await q.sleep(backoff_delay(config, shared_context_retries - 1))
+                    continue
+                if overflow is not None:
+                    raise _overflow(message, overflow) from error
+                if not transient:
+                    raise VoteFailed(failures.tag(failures.REJECTED, message)) from error
+                patience.start()
+                if breaker.is_open:
+                    # The judge answers nothing: the breaker paces the next attempt, and this
+                    # call's retries no longer count; only its patience does.
+                    if patience.exhausted:
+                        raise breaker.unavailable(patience) from error
+                    continue
+                if transient_retries < config.max_retries:
+                    await q.sleep(backoff_delay(config, transient_retries))
+                    transient_retries += 1
+                    continue
+                raise VoteFailed(failures.tag(failures.TRANSIENT, message)) from error
+
+            if q.limiter is not None:
+                q.limiter.succeeded()
+            usage = getattr(response, "usage", None)
+            tin = int(getattr(usage, "prompt_tokens", 0) or 0)
+            tout = int(getattr(usage, "completion_tokens", 0) or 0)
+            choice = response.choices[0] if response.choices else None
+            content = choice.message.content if choice is not None else None
+            truncated = getattr(choice, "finish_reason", None) == "length"
+            bound = config.max_answer_tokens
+            if truncated:
+                parsed, problem = None, f"answer cut at the bound of {bound} tokens"
+            else:
+                parsed, problem = parse_answer(q.schema, content)
+                if parsed is not None and q.validate is not None:
+                    problem = q.validate(parsed) or ""
+            if parsed is not None and not problem:
+                await _keep(q, ticket, attempt, started, parsed.model_dump(mode="json"), tin, tout)
+                return parsed
+            status = "truncated" if truncated else "invalid"
+            await q.ledger.end(ticket, attempt, started, status, tin, tout, problem)
+            if invalid_asks >= 1:
+                kind = failures.TRUNCATED if truncated else failures.INVALID
+                raise VoteFailed(failures.tag(kind, f"invalid answer twice: {problem}"))
+            invalid_asks += 1
+            user_text = q.user + correction(problem, truncated=truncated, bound=bound)
+
+
+async def _keep(
+    q: _Question[M],
+    ticket: Any,
+    attempt: int,
+    started: float,
+    value: dict[str, Any],
+    tin: int,
+    tout: int,
+) -> None:
+    """Ledger the answer as ok and cache it: in one transaction where the storage allows."""
+    meta: dict[str, Any] = {
+        "judge": q.judge_name,
+        "model": q.config.model,
+        "prompt_version": q.version,
+        "vote_number": q.vote_number,
+    }
+    write = ledger_write(q.cache, q.key, value, **meta)
+    if not await q.ledger.end(ticket, attempt, started, "ok", tin, tout, then=write):
+        await cache_put(q.cache, q.key, value, **meta)
+    q.flight.answered(value)
+
+
+def _overflow(message: str, overflow: ContextError) -> ContextOverflow:
+    sizes = ""
+    if overflow.prompt_tokens and overflow.context_tokens:
+        sizes = f" (prompt {overflow.prompt_tokens:,} tokens, context {overflow.context_tokens:,})"
+    return ContextOverflow(failures.tag(failures.CONTEXT, f"{message}{sizes}"), detail=overflow)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from scoring.judges import failures
 from scoring.judges.cache import JudgeCache, cache_get, cache_key, cache_put
 from scoring.judges.consensus import VoteFailed
+from scoring.judges.failures import JudgeUnavailable
 from scoring.judges.records import CallRecord, Recorder
 
 M = TypeVar("M", bound=BaseModel)
@@ -79,6 +80,8 @@ async def local_call(
         except VoteFailed as exc:
             emit(attempt, started, "error", exc.reason)
             raise
+        except JudgeUnavailable:
+            raise  # an outage pauses the run; it is not this vote's failure
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}"
             emit(attempt, started, "error", message)

@@ -1,9 +1,19 @@
-"""One ledger record per judge attempt, cache hits included: what each answer cost."""
+"""One ledger record per judge attempt, cache hits included: what each answer cost.
+
+A plain :data:`Recorder` is told about an attempt once it has ended. A
+:class:`DurableRecorder` (the database ledger) is told *before* the request goes out, so that
+a call in flight when its worker dies is on record (as pending, later lost), and completes the
+record after; for a valid answer the completion runs the cache write in the same transaction,
+so an answer is never cached without its ledger row nor ledgered as ok without its answer.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 Recorder = Callable[["CallRecord"], None]
 
@@ -18,5 +28,114 @@ class CallRecord:
     latency_ms: float
     tokens_in: int
     tokens_out: int
-    status: str  # "ok" | "cached" | "invalid" | "truncated" | "error"
+    status: str  # "ok" | "cached" | "invalid" | "truncated" | "error" ("pending" while asked)
     error: str = ""
+
+
+@runtime_checkable
+class DurableRecorder(Protocol):
+    """A recorder that writes an attempt as pending before the request and completes it after."""
+
+    def __call__(self, record: CallRecord) -> None: ...
+
+    async def abegin(self, record: CallRecord) -> Any:
+        """Record the attempt as pending; returns what :meth:`aend` needs to find it."""
+        ...
+
+    async def aend(
+        self, ticket: Any, record: CallRecord, *, then: Callable[[], None] | None = None
+    ) -> None:
+        """Complete the attempt; ``then`` (the cache write) runs in the same transaction."""
+        ...
+
+
+class CallLedger:
+    """The records of one question: each attempt, or the cache hit that answered it."""
+
+    def __init__(
+        self, record: Recorder | None, *, judge: str, model: str, prompt_hash: str, vote_number: int
+    ) -> None:
+        self.record = record
+        self.durable = isinstance(record, DurableRecorder)
+        self.judge = judge
+        self.model = model
+        self.prompt_hash = prompt_hash
+        self.vote_number = vote_number
+
+    def _make(
+        self,
+        attempt: int,
+        started: float,
+        status: str,
+        tin: int = 0,
+        tout: int = 0,
+        err: str = "",
+    ) -> CallRecord:
+        return CallRecord(
+            judge=self.judge,
+            model=self.model,
+            prompt_hash=self.prompt_hash,
+            vote_number=self.vote_number,
+            attempt=attempt,
+            latency_ms=round((time.perf_counter() - started) * 1000, 3) if started else 0.0,
+            tokens_in=tin,
+            tokens_out=tout,
+            status=status,
+            error=err[:2000],
+        )
+
+    def cached(self, started: float) -> None:
+        if self.record is not None:
+            self.record(self._make(0, started, "cached"))
+
+    async def begin(self, attempt: int) -> Any:
+        if not self.durable:
+            return None
+        durable: Any = self.record
+        writing = asyncio.ensure_future(durable.abegin(self._make(attempt, 0.0, "pending")))
+        try:
+            return await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            # The row is written all the same: complete it, or it would stay pending although
+            # its worker lives on.
+            ticket = await writing
+            await _to_the_end(
+                durable.aend(ticket, self._make(attempt, 0.0, "error", err="cancelled"))
+            )
+            raise
+
+    async def end(
+        self,
+        ticket: Any,
+        attempt: int,
+        started: float,
+        status: str,
+        tin: int = 0,
+        tout: int = 0,
+        err: str = "",
+        *,
+        then: Callable[[], None] | None = None,
+    ) -> bool:
+        """Record how the attempt ended; ``True`` when ``then`` ran in the ledger's transaction."""
+        record = self._make(attempt, started, status, tin, tout, err)
+        if self.durable:
+            durable: Any = self.record
+            await _to_the_end(durable.aend(ticket, record, then=then))
+            return then is not None
+        if self.record is not None:
+            self.record(record)
+        return False
+
+
+async def _to_the_end(write: Awaitable[Any]) -> Any:
+    """Await a ledger write that a cancellation of the caller does not stop half-way.
+
+    Cancelling an ORM call made through ``sync_to_async`` drops it when it has not started, so
+    a call cancelled while its completion waited for the thread would stay pending for ever.
+    """
+    writing = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(writing)
+    except asyncio.CancelledError:
+        await writing
+        raise

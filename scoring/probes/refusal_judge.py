@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from scoring.judges.consensus import ConsensusResult, run_consensus
+from scoring.judges.consensus import ConsensusResult, gather_all, run_consensus
 from scoring.judges.llm import JudgeCache, LLMConfig, Recorder, structured_call
 from scoring.judges.server import AdaptiveLimiter
 from scoring.probes.refusal import RefusalVerdict
@@ -129,14 +129,17 @@ class OpenAIRefusalJudge:
     async def judge_many(
         self, items: Sequence[tuple[str, str]], *, concurrency: int
     ) -> list[ConsensusResult[RefusalJudgement]]:
-        """Judge ``(prompt, response)`` pairs, at most ``concurrency`` at a time, in order."""
+        """Judge ``(prompt, response)`` pairs, at most ``concurrency`` at a time, in order.
+
+        ``JudgeUnavailable`` (the judge is down) propagates and cancels the other pairs.
+        """
         gate = asyncio.Semaphore(max(1, concurrency))
 
         async def one(prompt: str, response: str) -> ConsensusResult[RefusalJudgement]:
             async with gate:
                 return await self.judge(prompt, response)
 
-        return list(await asyncio.gather(*(one(p, r) for p, r in items)))
+        return await gather_all(*(one(p, r) for p, r in items))
 
 
 def judge_verdict(result: ConsensusResult[RefusalJudgement], source: str) -> RefusalVerdict | None:

@@ -21,7 +21,6 @@ results imported later become new versions and never change what a run judged.
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -56,6 +55,7 @@ from scoring.audit.judges.llm import OpenAIAuditJudge
 from scoring.audit.matching import AuditJudge, RepoMatch, match_repo
 from scoring.audit.metrics import repo_metrics
 from scoring.audit.types import JUDGE_FAILED, MATCH, PARTIAL, ScanItem, TruthItem, TruthOutcome
+from scoring.judges.consensus import gather_all
 
 
 def make_run_judge(run: EvaluationRun, *, recorder: LedgerRecorder) -> AuditJudge:
@@ -186,7 +186,8 @@ async def _run_jobs(
         if isinstance(judge, OpenAIAuditJudge):
             # In the run's loop, before any verdict: which format and options the server takes.
             await llm_config_probe(run, client=judge.client, config=judge.config)
-        await asyncio.gather(*(one(job) for job in jobs))
+        # gather_all cancels the other repos' calls when one raises (a judge outage).
+        await gather_all(*(one(job) for job in jobs))
     finally:
         close = getattr(judge, "aclose", None)
         if close is not None:

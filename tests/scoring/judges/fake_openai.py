@@ -6,12 +6,19 @@ Every request body is kept in ``requests``. Use as a context manager; ``base_url
 ``keep_alive=True`` answers in HTTP/1.1 and keeps connections open, as real servers (and the
 OpenAI API) do: a client whose pooled connections outlive their event loop fails only then.
 ``connections`` counts the TCP connections accepted.
+
+``fail_for(seconds, status, delay)`` makes it answer ``status`` to every request for that long
+(an outage), after ``delay`` seconds, without calling the handler; ``failed`` keeps those
+requests and ``max_in_flight_down`` counts how many were in flight at once. ``in_flight`` /
+``max_in_flight`` count all requests being answered at once (a handler may sleep to keep one in
+flight).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -51,6 +58,14 @@ class FakeOpenAI:
         self.handler = handler
         self.requests: list[dict[str, Any]] = []
         self.connections = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.failed: list[dict[str, Any]] = []
+        self.max_in_flight_down = 0
+        self._down_until = 0.0
+        self._down_status = 503
+        self._down_delay = 0.0
+        self._in_flight_down = 0
         self._lock = threading.Lock()
         outer = self
 
@@ -70,7 +85,26 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with outer._lock:
                     outer.requests.append(body)
-                result = outer.handler(body)
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                    down = time.monotonic() < outer._down_until
+                    if down:
+                        outer.failed.append(body)
+                        outer._in_flight_down += 1
+                        outer.max_in_flight_down = max(
+                            outer.max_in_flight_down, outer._in_flight_down
+                        )
+                try:
+                    if down:
+                        time.sleep(outer._down_delay)
+                        result: Any = (outer._down_status, error_body("service unavailable"))
+                    else:
+                        result = outer.handler(body)
+                finally:
+                    with outer._lock:
+                        outer.in_flight -= 1
+                        if down:
+                            outer._in_flight_down -= 1
                 status, payload = result if isinstance(result, tuple) else (200, result)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
@@ -81,6 +115,13 @@ class FakeOpenAI:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def fail_for(self, seconds: float, status: int = 503, *, delay: float = 0.0) -> None:
+        """Answer ``status`` (after ``delay`` s) to every request for the next ``seconds``."""
+        with self._lock:
+            self._down_until = time.monotonic() + seconds
+            self._down_status = status
+            self._down_delay = delay
 
     @property
     def base_url(self) -> str:
