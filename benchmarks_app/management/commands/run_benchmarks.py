@@ -10,8 +10,16 @@ from django.core.management.base import BaseCommand, CommandError
 import benchmarks_app.bench as bench_package
 
 
+# Modules of the bench package that are tools for the benchmarks, not benchmarks.
+HELPER_MODULES = {"cluster"}
+
+
 def available() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(bench_package.__path__))
+    return sorted(
+        m.name
+        for m in pkgutil.iter_modules(bench_package.__path__)
+        if m.name not in HELPER_MODULES and not m.name.startswith("_")
+    )
 
 
 class Command(BaseCommand):
