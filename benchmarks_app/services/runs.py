@@ -161,7 +161,7 @@ def run_create(
     return run
 
 
-def _run_start(run_id: int) -> bool:
+def run_start(run_id: int) -> bool:
     """``queued``/``waiting`` → ``running`` (the first piece to start does it); False if ended."""
     now = timezone.now()
     EvaluationRun.objects.filter(
@@ -189,7 +189,7 @@ def piece_process(*, piece_id: int) -> None:
     if piece is None:
         return
     run = piece.run
-    if not _run_start(run.pk):
+    if not run_start(run.pk):
         piece_end(piece=piece, status=PieceStatus.FAILED, error=f"run is {run.status}")
         return
     if piece.attempt > 1:

@@ -146,15 +146,15 @@ def queued_tasks(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[int]]:
 
     def process() -> list[int]:
         from django.db import connections
-        from django.utils.module_loading import import_string
 
         from benchmarks_app.models import EvaluationRun, RunStatus
-        from benchmarks_app.services.runs import RUN_TASKS
+        from benchmarks_app.services.runs import run_pieces_prepare, run_process_here
 
         try:
             done = []
             for run in EvaluationRun.objects.filter(status=RunStatus.QUEUED).order_by("id"):
-                import_string(RUN_TASKS[run.benchmark])(run.pk)
+                run_pieces_prepare(run=run)
+                run_process_here(run=run, raise_errors=True)
                 done.append(run.pk)
             return done
         finally:

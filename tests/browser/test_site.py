@@ -7,8 +7,14 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from benchmarks_app.models import RunStatus
-from benchmarks_app.services.runs import run_advance, run_claim, run_finish, run_set_total
+from benchmarks_app.models import RunPiece, RunStatus
+from benchmarks_app.services.leases import piece_claim
+from benchmarks_app.services.runs import (
+    run_start,
+    run_advance,
+    run_finish,
+    run_set_total,
+)
 from tests.factories.common import PASSWORD, RunFactory, UserFactory
 
 pytestmark = [
@@ -47,8 +53,10 @@ def test_run_page_follows_progress_live(page, screenshot):
     expect(status).to_have_text("Queued")
     expect(page.locator("[data-role=live]")).to_be_visible()
 
-    claimed = run_claim(run_id=run.pk)
-    assert claimed is not None
+    # A worker takes the run's (only) piece and starts it, as piece_process does.
+    piece = piece_claim(piece_id=RunPiece.objects.create(run=run).pk)
+    assert piece is not None and run_start(run.pk)
+    claimed = run
     run_set_total(run=claimed, total=4)
     run_advance(run=claimed, by=2)
     expect(status).to_have_text("Running")
