@@ -181,9 +181,9 @@ JUDGE_BACKOFF_MAX_S = envparse.env_float(ENV, "JUDGE_BACKOFF_MAX_S", 30.0)
 # waited for this long, one probe call at a time, before its run pauses as "waiting for judge".
 JUDGE_OUTAGE_PATIENCE_S = envparse.env_float(ENV, "JUDGE_OUTAGE_PATIENCE_S", 300.0)
 # Run leases: a worker renews its piece's lease every RUN_LEASE_S / 3 seconds; the sweeper
-# (a django-q2 schedule every RUN_SWEEP_S seconds, rounded to whole minutes) re-queues pieces whose lease expired and
-# queued pieces whose task has been lost, so a dead worker's run resumes by itself within
-# about RUN_LEASE_S + RUN_SWEEP_S.
+# (a django-q2 schedule every RUN_SWEEP_S seconds, rounded to whole minutes) re-queues pieces
+# whose lease expired and queued pieces whose task has been lost, so a dead worker's run
+# resumes by itself within about RUN_LEASE_S + RUN_SWEEP_S.
 RUN_LEASE_S = envparse.env_int(ENV, "RUN_LEASE_S", 60, minimum=3)
 RUN_SWEEP_S = envparse.env_int(ENV, "RUN_SWEEP_S", 60, minimum=1)
 # A queued piece not picked up this long after its task was sent, and whose task is no longer

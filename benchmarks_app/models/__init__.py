@@ -7,12 +7,12 @@ from benchmarks_app.models.audit import (
     AuditRepoResult,
     AuditRunScan,
     AuditTruthResult,
+    DatasetRelease,
     MatchOutcome,
     Repo,
     ScanFinding,
     Scanner,
     ScanResult,
-    DatasetRelease,
     TruthFinding,
 )
 from benchmarks_app.models.checklist import (
@@ -33,6 +33,12 @@ from benchmarks_app.models.checklist import (
     Team,
 )
 from benchmarks_app.models.common import QA_SEVERITIES, AppendOnlyError, Severity
+from benchmarks_app.models.judging import (
+    JudgeCacheEntry,
+    JudgeCall,
+    JudgeCallStatus,
+    JudgeInFlight,
+)
 from benchmarks_app.models.probes import (
     ExpectedBehaviour,
     HumanLabel,
@@ -45,12 +51,6 @@ from benchmarks_app.models.probes import (
     Response,
     ResponseSubmission,
     RuleKind,
-)
-from benchmarks_app.models.judging import (
-    JudgeCacheEntry,
-    JudgeCall,
-    JudgeCallStatus,
-    JudgeInFlight,
 )
 from benchmarks_app.models.runs import (
     Benchmark,
@@ -88,8 +88,8 @@ __all__ = [
     "Membership",
     "Paper",
     "PaperKind",
-    "PieceStatus",
     "PatternRule",
+    "PieceStatus",
     "Probe",
     "ProbeCaseResult",
     "ProbeRunReport",

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from benchmarks_app.models.audit import DatasetRelease, Repo, Scanner
 from benchmarks_app.models.checklist import ChecklistSubmission
-from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
+from benchmarks_app.models.common import TimeStampedModel
 from benchmarks_app.models.probes import ResponseSubmission
 
 
@@ -135,9 +135,7 @@ class RunPieceQuerySet(models.QuerySet["RunPiece"]):
         return self.exclude(status__in=[PieceStatus.DONE, PieceStatus.FAILED])
 
     def lease_expired(self, now: Any = None) -> RunPieceQuerySet:
-        return self.filter(
-            status=PieceStatus.RUNNING, lease_expires_at__lt=now or timezone.now()
-        )
+        return self.filter(status=PieceStatus.RUNNING, lease_expires_at__lt=now or timezone.now())
 
 
 class RunPiece(models.Model):

@@ -10,10 +10,10 @@ from playwright.sync_api import expect
 from benchmarks_app.models import RunPiece, RunStatus
 from benchmarks_app.services.leases import piece_claim
 from benchmarks_app.services.runs import (
-    run_start,
     run_advance,
     run_finish,
     run_set_total,
+    run_start,
 )
 from tests.factories.common import PASSWORD, RunFactory, UserFactory
 

@@ -9,7 +9,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 import benchmarks_app.bench as bench_package
 
-
 # Modules of the bench package that are tools for the benchmarks, not benchmarks.
 HELPER_MODULES = {"cluster"}
 
