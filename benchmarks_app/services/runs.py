@@ -316,7 +316,8 @@ def run_finish(
             updated_at=timezone.now(),
         )
     run.refresh_from_db()
-    log = logger.warning if status == RunStatus.FAILED else logger.info
+    # Failures are operators' business; a success is the command's own output.
+    log = logger.warning if status == RunStatus.FAILED else logger.debug
     log("run #%s %s%s", run.pk, status, f": {error}" if error else "")
     return run
 
