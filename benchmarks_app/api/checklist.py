@@ -7,6 +7,7 @@ their extraction, assessments and paper downloads; another team's entries answer
 from __future__ import annotations
 
 import mimetypes
+import re
 from typing import Any
 
 from django.http import FileResponse, Http404
@@ -44,6 +45,8 @@ from benchmarks_app.services.checklist import (
     team_create,
     team_join,
 )
+
+SLUG_RE = re.compile(r"[-a-zA-Z0-9_]+")
 
 
 class QuotaExceededError(exceptions.APIException):
@@ -233,6 +236,10 @@ class ChecklistLeaderboardView(LeaderboardListView):
 
     def get_rows(self) -> list[dict[str, Any]]:
         slug = self.request.query_params.get("challenge") or None
+        if slug is not None and not SLUG_RE.fullmatch(slug):
+            # No challenge has such a slug: an empty board, as for any unknown slug, without
+            # sending NUL or other bytes PostgreSQL refuses to the database.
+            return []
         return checklist_leaderboard(challenge_slug=slug)
 
 

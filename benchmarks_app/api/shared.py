@@ -6,9 +6,11 @@ repos too) live in its module (``api/audit.py``, ``api/probes.py``, ``api/checkl
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 import django_filters
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.urls import NoReverseMatch, reverse
 from drf_spectacular.types import OpenApiTypes
@@ -183,13 +185,34 @@ class RunDetailSerializer(RunSerializer):
 MAX_ID = 2**63 - 1  # the largest primary key the databases store
 
 
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 date-time, turned into UTC before it reaches the database.
+
+    PostgreSQL refuses offsets beyond ±15:59 (``+16:04`` is valid ISO 8601), which would be a
+    500; a time that cannot be expressed in UTC at all is a 400 naming the value.
+    """
+
+    def to_python(self, value: Any) -> Any:
+        parsed = super().to_python(value)
+        if parsed is None or parsed.tzinfo is None:
+            return parsed
+        try:
+            return parsed.astimezone(UTC)
+        except (OverflowError, ValueError):
+            raise ValidationError(f"{value!r} cannot be expressed in UTC.") from None
+
+
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
 class RunFilter(django_filters.FilterSet):
     benchmark = django_filters.ChoiceFilter(choices=Benchmark.choices)
     status = django_filters.MultipleChoiceFilter(choices=RunStatus.choices)
     active = django_filters.BooleanFilter(method="filter_active", label="Queued or running")
     mine = django_filters.BooleanFilter(method="filter_mine", label="Started by me")
-    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
     # Plain ids, not model choices: a choice filter answers 400 for an id that does not exist
     # and 200 for another team's, which lets anyone count submissions. Both now give 200 and
     # only the runs the user may see (``visible_runs``).

@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from benchmarks_app.demo import SAMPLE_DATA
+from benchmarks_app.models import EvaluationRun
 from benchmarks_app.models.audit import AuditDataset
 
 pytestmark = pytest.mark.django_db
@@ -49,19 +50,22 @@ def test_each_judge_has_its_own_board(two_judges: None) -> None:
 
 
 def test_audit_report_names_its_release_and_judge_and_never_mixes(two_judges: None) -> None:
+    offline_run, replay_run = EvaluationRun.objects.order_by("pk").values_list("pk", flat=True)
     text = command("audit_report", "--scanner", "baseline")
     assert "Release: mix@1 · judge: offline" in text
-    assert "Evaluation run(s): #1\n" in text and "#2" not in text
+    assert f"Evaluation run(s): #{offline_run}\n" in text and f"#{replay_run}" not in text
     assert "Board: rank 1 (could be 1-1), 11/11 repos" in text
     replayed = json.loads(
         command("audit_report", "--scanner", "baseline", "--judge", REPLAY, "--format", "json")
     )
-    assert (replayed["judge"], replayed["run"], len(replayed["repos"])) == (REPLAY, 2, 8)
+    assert (replayed["judge"], replayed["run"], len(replayed["repos"])) == (REPLAY, replay_run, 8)
     assert replayed["board"]["rank"] is None and replayed["board"]["repos_total"] == 11
     one_run = json.loads(
-        command("audit_report", "--scanner", "baseline", "--run", "2", "--format", "json")
+        command(
+            "audit_report", "--scanner", "baseline", "--run", str(replay_run), "--format", "json"
+        )
     )
-    assert (one_run["release"], one_run["judge"], one_run["run"]) == ("mix@1", REPLAY, 2)
+    assert (one_run["release"], one_run["judge"], one_run["run"]) == ("mix@1", REPLAY, replay_run)
     # No official judge board for the scanner, and two others: the report asks which.
     AuditDataset.objects.filter(slug="mix").update(official_judge="openai:o4-mini")
     with pytest.raises(CommandError, match="several judges"):
