@@ -229,11 +229,15 @@ def piece_process(*, piece_id: int) -> None:
 
 def _mark_lost_calls(piece: RunPiece) -> None:
     """Judge calls a dead holder of this piece left in flight are recorded as lost."""
+    from benchmarks_app.models import JudgeInFlight
     from benchmarks_app.services.judging import judge_calls_mark_lost
 
     for attempt in range(1, piece.attempt):
         holder = lease_holder(RunPiece(pk=piece.pk, attempt=attempt))
         judge_calls_mark_lost(holder=holder)
+        # Its questions are nobody's now: let the new holder ask them instead of waiting for
+        # the dead asker's in-flight rows to expire.
+        JudgeInFlight.objects.filter(holder__startswith=f"{holder}#").delete()
 
 
 def _pause(piece: RunPiece, reason: str) -> None:

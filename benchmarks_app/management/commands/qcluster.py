@@ -3,7 +3,7 @@
 django-q2's own command asks its sentinel to stop and waits for it; when a service manager
 signals the whole process group, the sentinel and workers are already gone and the master is
 left waiting (over a minute, seen). This command gives the cluster ``Q_STOP_GRACE_S`` seconds
-(default 8) to stop cleanly, then kills what is left of it and exits. The pieces its workers
+(default 5) to stop cleanly, then kills what is left of it and exits. The pieces its workers
 were holding have their leases expired on the way out, so the sweeper hands them to another
 worker at its next pass instead of waiting for the leases to run out.
 """
@@ -73,7 +73,7 @@ class Command(QClusterCommand):
         settings.SECRET_KEY  # noqa: B018 - signing needs it; fail before starting
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
-        grace = float(os.environ.get("Q_STOP_GRACE_S", "8"))
+        grace = float(os.environ.get("Q_STOP_GRACE_S", "5"))
         cluster = Cluster()
         stopping = threading.Event()
 

@@ -62,11 +62,17 @@ def make_run_judge(run: EvaluationRun, *, recorder: LedgerRecorder) -> AuditJudg
     return make_judge(
         parse_judge_spec(run.judge),
         llm=llm_config_for_run(run),
-        cache=DbJudgeCache(),
+        cache=DbJudgeCache(holder=_lease_name()),
         record=recorder,
         concurrency=int(_setting("JUDGE_CONCURRENCY", 4)),
         http_client=_setting("JUDGE_HTTP_CLIENT", None),
     )
+
+
+def _lease_name() -> str:
+    """The lease making the calls, on its in-flight rows (released when it is taken over)."""
+    held = current_lease()
+    return f"{held.piece_id}:{held.attempt}" if held is not None else ""
 
 
 def _scanner_id(run: EvaluationRun) -> int:
