@@ -30,3 +30,19 @@ def render_checklist_table(rows: list[dict[str, Any]]) -> str:
             f"{r['c_g']:5.2f}  {r['c_a']:5.2f}  {r['c_t']:5.2f}  {r['r']:5.2f}  {r['s']:5.2f}"
         )
     return "\n".join(lines)
+
+
+# Board intervals and rank ranges, as every board (page, CLI) shows them.
+TIED_MARK = "≈ tied"
+
+
+def interval_text(low: float | None, high: float | None) -> str | None:
+    """An interval as shown on the boards: low, an en dash, high (None: not computed)."""
+    return None if low is None or high is None else f"{low:.3f}\u2013{high:.3f}"
+
+
+def rank_range_text(low: int | None, high: int | None) -> str | None:
+    """A rank range as shown on the boards: ``3`` when it is one rank, else ``2`` en dash ``5``."""
+    if low is None or high is None:
+        return None
+    return str(low) if low == high else f"{low}\u2013{high}"

@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
+from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Challenge, PaperKind, SubmissionStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.checklist import (
@@ -40,7 +41,6 @@ from benchmarks_app.services.checklist import (
     team_create,
     team_join,
 )
-from benchmarks_app.views.probes import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.views.tables import Column, SortableTable
 
 app_name = "checklist"

@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.utils.text import slugify
 
+from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Benchmark, ProbeSuite
 from benchmarks_app.selectors.leaderboards import own_submissions
 from benchmarks_app.selectors.probes import (
@@ -42,19 +43,6 @@ SVG_W, SVG_H, SVG_PAD = 640, 400, 28
 
 
 MY_SUBMISSIONS_SHOWN = 10
-TIED_MARK = "≈ tied"
-
-
-def interval_text(low: float | None, high: float | None) -> str | None:
-    """An interval as shown on the boards: low, an en dash, high (None: not computed)."""
-    return None if low is None or high is None else f"{low:.3f}\u2013{high:.3f}"
-
-
-def rank_range_text(low: int | None, high: int | None) -> str | None:
-    """A rank range as shown on the boards: ``3`` when it is one rank, else ``2`` en dash ``5``."""
-    if low is None or high is None:
-        return None
-    return str(low) if low == high else f"{low}\u2013{high}"
 
 
 def _submission_link(row: Any) -> str:
