@@ -15,6 +15,7 @@ from benchmarks_app.models.audit import (
     ScanResult,
     TruthFinding,
 )
+from benchmarks_app.models.boards import ChecklistBoardRow, ProbeBoardRow
 from benchmarks_app.models.checklist import (
     AnswerChoice,
     AssessmentStatus,
@@ -39,6 +40,13 @@ from benchmarks_app.models.judging import (
     JudgeCallStatus,
     JudgeInFlight,
 )
+from benchmarks_app.models.notifications import (
+    DeliveryStatus,
+    NotificationPreference,
+    Webhook,
+    WebhookDelivery,
+)
+from benchmarks_app.models.phases import Phase
 from benchmarks_app.models.probes import (
     ExpectedBehaviour,
     HumanLabel,
@@ -73,10 +81,12 @@ __all__ = [
     "Challenge",
     "ChecklistAnswer",
     "ChecklistAssessment",
+    "ChecklistBoardRow",
     "ChecklistQuestion",
     "ChecklistScore",
     "ChecklistSubmission",
     "DatasetRelease",
+    "DeliveryStatus",
     "EvaluationRun",
     "ExpectedBehaviour",
     "HumanLabel",
@@ -86,11 +96,14 @@ __all__ = [
     "JudgeInFlight",
     "MatchOutcome",
     "Membership",
+    "NotificationPreference",
     "Paper",
     "PaperKind",
     "PatternRule",
+    "Phase",
     "PieceStatus",
     "Probe",
+    "ProbeBoardRow",
     "ProbeCaseResult",
     "ProbeRunReport",
     "ProbeSeverity",
@@ -110,4 +123,6 @@ __all__ = [
     "SubmissionStatus",
     "Team",
     "TruthFinding",
+    "Webhook",
+    "WebhookDelivery",
 ]

@@ -117,6 +117,9 @@ class Scanner(TimeStampedModel):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    is_baseline = models.BooleanField(
+        default=False, help_text="A reference scanner: ranked like any other, shown with a badge."
+    )
 
     objects = ScannerQuerySet.as_manager()
 
@@ -382,6 +385,14 @@ class AuditBoardRow(models.Model):
 
     release = models.ForeignKey(DatasetRelease, on_delete=models.CASCADE, related_name="board_rows")
     judge = models.CharField(max_length=300)
+    # None: the release's board over every run; else the board of one phase's runs.
+    phase = models.ForeignKey(
+        "benchmarks_app.Phase",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="audit_board_rows",
+    )
     scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="board_rows")
     # The order on the board: ranked rows first (best first), then incomplete ones.
     position = models.PositiveIntegerField(default=0)
@@ -409,10 +420,17 @@ class AuditBoardRow(models.Model):
         ordering = ["release", "judge", "position"]
         constraints = [
             models.UniqueConstraint(
-                fields=["release", "judge", "scanner"], name="uniq_audit_board_row"
+                fields=["release", "judge", "scanner"],
+                condition=models.Q(phase__isnull=True),
+                name="uniq_audit_board_row",
+            ),
+            models.UniqueConstraint(
+                fields=["release", "judge", "phase", "scanner"],
+                condition=models.Q(phase__isnull=False),
+                name="uniq_audit_phase_board_row",
             ),
         ]
-        indexes = [models.Index(fields=["release", "judge", "position"])]
+        indexes = [models.Index(fields=["release", "judge", "phase", "position"])]
 
     def __str__(self) -> str:
         return f"{self.release} / {self.judge}: {self.scanner}"

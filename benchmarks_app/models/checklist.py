@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
+from benchmarks_app.models.common import AppendOnlyModel, EntryMetadata, TimeStampedModel
 
 
 class ChecklistQuestion(models.Model):
@@ -71,6 +71,17 @@ class Team(TimeStampedModel):
     is_internal = models.BooleanField(
         default=False,
         help_text="Maintainers' own team (judge checks): its entries never reach the public board.",
+    )
+    is_baseline = models.BooleanField(
+        default=False, help_text="A reference entrant: ranked like any team, shown with a badge."
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="owned_teams",
+        help_text="May remove members and rotate the invite code; the team's creator.",
     )
 
     class Meta:
@@ -144,7 +155,7 @@ class ChecklistSubmissionQuerySet(models.QuerySet["ChecklistSubmission"]):
         return self.filter(~models.Q(status=SubmissionStatus.FAILED) | accepted)
 
 
-class ChecklistSubmission(TimeStampedModel):
+class ChecklistSubmission(EntryMetadata, TimeStampedModel):
     """A G paper alone, or a G/A/T triplet (the triplet group)."""
 
     challenge = models.ForeignKey(Challenge, on_delete=models.CASCADE, related_name="submissions")
@@ -158,6 +169,17 @@ class ChecklistSubmission(TimeStampedModel):
     )
     label = models.CharField(max_length=200, blank=True)
     error = models.TextField(blank=True)
+    phase = models.ForeignKey(
+        "benchmarks_app.Phase",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="checklist_submissions",
+    )
+    board_choice = models.BooleanField(
+        default=False,
+        help_text="The team's chosen entry for its phase's public board.",
+    )
 
     objects = ChecklistSubmissionQuerySet.as_manager()
 

@@ -13,6 +13,17 @@ class TimeStampedModel(models.Model):
         abstract = True
 
 
+class EntryMetadata(models.Model):
+    """What a participant says about the method behind an entry (shown on boards)."""
+
+    method_name = models.CharField(max_length=100, blank=True)
+    method_description = models.CharField(max_length=500, blank=True)
+    method_url = models.URLField(max_length=500, blank=True)
+
+    class Meta:
+        abstract = True
+
+
 class AppendOnlyError(RuntimeError):
     """A stored result row was about to be changed: results are appended, never overwritten."""
 

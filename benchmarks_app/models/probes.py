@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from benchmarks_app.models.common import AppendOnlyModel, TimeStampedModel
+from benchmarks_app.models.common import AppendOnlyModel, EntryMetadata, TimeStampedModel
 from scoring.probes.rules import RuleError, validate_rule_regex
 
 
@@ -135,7 +135,7 @@ class PatternRule(TimeStampedModel):
         return f"{self.kind}:{self.label}"
 
 
-class ResponseSubmission(TimeStampedModel):
+class ResponseSubmission(EntryMetadata, TimeStampedModel):
     """One model's responses to a probe suite."""
 
     suite = models.ForeignKey(ProbeSuite, on_delete=models.CASCADE, related_name="submissions")
@@ -144,6 +144,20 @@ class ResponseSubmission(TimeStampedModel):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     source_name = models.CharField(max_length=300, blank=True)
+    phase = models.ForeignKey(
+        "benchmarks_app.Phase",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="probe_submissions",
+    )
+    board_choice = models.BooleanField(
+        default=False,
+        help_text="The entry chosen to represent this model on its board (else the latest).",
+    )
+    is_baseline = models.BooleanField(
+        default=False, help_text="A reference model: ranked like any other, shown with a badge."
+    )
 
     class Meta:
         ordering = ["-created_at"]

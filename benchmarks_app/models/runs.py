@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from benchmarks_app.models.audit import DatasetRelease, Repo, Scanner
 from benchmarks_app.models.checklist import ChecklistSubmission
-from benchmarks_app.models.common import TimeStampedModel
+from benchmarks_app.models.common import EntryMetadata, TimeStampedModel
 from benchmarks_app.models.probes import ResponseSubmission
 
 
@@ -42,7 +42,7 @@ class EvaluationRunQuerySet(models.QuerySet["EvaluationRun"]):
         return self.filter(status__in=ACTIVE_STATUSES)
 
 
-class EvaluationRun(TimeStampedModel):
+class EvaluationRun(EntryMetadata, TimeStampedModel):
     """One evaluation of one target; its results are appended to the benchmark's result table."""
 
     benchmark = models.CharField(max_length=10, choices=Benchmark.choices, db_index=True)
@@ -82,6 +82,16 @@ class EvaluationRun(TimeStampedModel):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # The phase the entry was submitted in (copied from the submission for probes/checklist).
+    phase = models.ForeignKey(
+        "benchmarks_app.Phase",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="runs",
+    )
+    # Audit: the scanner owner's chosen run for the board of its release/phase.
+    board_choice = models.BooleanField(default=False)
 
     objects = EvaluationRunQuerySet.as_manager()
 
