@@ -42,6 +42,7 @@ from benchmarks_app.services.leases import (
     piece_claim,
     piece_end,
 )
+from benchmarks_app.services.run_events import run_ended
 from scoring.judges.failures import FailureCause, JudgeUnavailable, headline
 
 logger = logging.getLogger(__name__)
@@ -320,6 +321,7 @@ def run_finish(
             updated_at=timezone.now(),
         )
     run.refresh_from_db()
+    run_ended(run=run)
     # Failures are operators' business; a success is the command's own output.
     log = logger.warning if status == RunStatus.FAILED else logger.debug
     log("run #%s %s%s", run.pk, status, f": {error}" if error else "")
@@ -333,13 +335,14 @@ def run_fail(*, run_id: int, error: str) -> None:
 
 
 def _run_fail(run_id: int, error: str) -> None:
-    EvaluationRun.objects.filter(pk=run_id).update(
+    if EvaluationRun.objects.filter(pk=run_id).update(
         status=RunStatus.FAILED,
         is_complete=False,
         error=error[:10000],
         finished_at=timezone.now(),
         updated_at=timezone.now(),
-    )
+    ):
+        run_ended(run=EvaluationRun.objects.get(pk=run_id))
 
 
 def run_cancel(*, run: EvaluationRun) -> EvaluationRun:
@@ -351,6 +354,8 @@ def run_cancel(*, run: EvaluationRun) -> EvaluationRun:
             RunPiece.objects.filter(
                 run_id=run.pk, status__in=[PieceStatus.QUEUED, PieceStatus.WAITING]
             ).update(status=PieceStatus.FAILED, error="run cancelled")
+            run.refresh_from_db()
+            run_ended(run=run)
     run.refresh_from_db()
     return run
 

@@ -1,0 +1,42 @@
+"""What follows a run's end, whatever its benchmark: its board, then who asked to be told.
+
+Called by ``run_finish``, ``run_fail`` and ``run_cancel`` (``services.runs``). The board is
+refreshed in the caller's transaction, so a board never shows a run as finished before its
+row exists; notifications (e-mail, webhooks) are enqueued once the end commits, so a rolled
+back end sends nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+
+from benchmarks_app.models import Benchmark, EvaluationRun
+
+logger = logging.getLogger(__name__)
+
+# Audit boards are refreshed by ``audit_run_finish`` itself (one refresh per run, after the
+# last repo); the other two benchmarks' boards are refreshed here.
+BOARD_REFRESH: dict[str, str] = {
+    Benchmark.PROBES: "benchmarks_app.services.probes.boards.probe_board_refresh_for_run",
+    Benchmark.CHECKLIST: "benchmarks_app.services.checklist.boards.checklist_board_refresh_for_run",
+}
+NOTIFY = "benchmarks_app.services.notifications.run_end_notify"
+
+
+def _function(dotted: str) -> Callable[..., Any]:
+    module, name = dotted.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def run_ended(*, run: EvaluationRun) -> None:
+    """Refresh ``run``'s board now; notify its creator's channels once the end commits."""
+    dotted = BOARD_REFRESH.get(run.benchmark)
+    if dotted is not None:
+        _function(dotted)(run=run)
+    run_id = run.pk
+    transaction.on_commit(lambda: _function(NOTIFY)(run_id=run_id))
