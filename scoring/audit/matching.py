@@ -38,6 +38,12 @@ from scoring.audit.types import (
 from scoring.judges.consensus import ConsensusResult, Vote, run_consensus
 
 
+class PoolOrder(Protocol):
+    """Rearranges a truth finding's pool before it is batched (see ``scoring.audit.schedule``)."""
+
+    def arrange(self, truth: TruthItem, pool: Sequence[ScanItem]) -> list[ScanItem]: ...
+
+
 class AuditJudge(Protocol):
     """Answers one vote for one truth finding against one batch; raises ``VoteFailed``."""
 
@@ -202,6 +208,7 @@ async def match_repo(
     iterations: int = 3,
     done: Sequence[TruthOutcome] = (),
     on_outcome: OnOutcome | None = None,
+    order: PoolOrder | None = None,
 ) -> RepoMatch:
     """Match a repo; ``done`` holds outcomes from an earlier attempt that are kept as they are.
 
@@ -210,7 +217,11 @@ async def match_repo(
     (``done``: the final outcomes stored so far) judges the failed one again and goes on
     from there in truth order, so its result equals that of an attempt that never failed.
     Each new outcome is handed to ``on_outcome`` as soon as it is known, so that a crash
-    loses at most one truth finding.
+    loses at most one truth finding. ``order`` rearranges each pool before it is batched
+    (the optional pre-filter, :class:`scoring.audit.schedule.Prefilter`).
+
+    This is the reference schedule: :func:`scoring.audit.schedule.match_repo_concurrent`
+    gives the same result and asks the same questions with far fewer dependent rounds.
     """
     kept = {o.truth_key: o for o in done if not o.failed}
     # With a stop at the first failure, ``kept`` is a prefix in truth order and this is what
@@ -228,6 +239,8 @@ async def match_repo(
             pending.append(truth.key)
             continue
         pool = [s for s in scans if s.index not in used]
+        if order is not None:
+            pool = order.arrange(truth, pool)
         outcome = await match_truth(
             judge, truth, pool, batch_size=batch_size, iterations=iterations
         )
@@ -238,8 +251,19 @@ async def match_repo(
         outcomes.append(outcome)
         if outcome.failed:
             stopped_at = outcome
+    return finish_repo(outcomes, scans, pending=pending, stopped_at=stopped_at)
+
+
+def finish_repo(
+    outcomes: Sequence[TruthOutcome],
+    scans: Sequence[ScanItem],
+    *,
+    pending: Sequence[object],
+    stopped_at: TruthOutcome | None,
+) -> RepoMatch:
+    """Post-process a repo's outcomes and say what waits (shared by both schedules)."""
     result = postprocess(outcomes, scans)
-    result.pending = pending
+    result.pending = list(pending)
     if stopped_at is not None and pending:
         result.notes.append(
             f"Judging stopped at truth {stopped_at.label} (the judge failed); "

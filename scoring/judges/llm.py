@@ -41,9 +41,8 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import openai
 from pydantic import BaseModel
 
 from scoring.judges import failures
@@ -59,6 +58,7 @@ from scoring.judges.cache import (
 from scoring.judges.consensus import VoteFailed
 from scoring.judges.failures import JudgeUnavailable
 from scoring.judges.flight import Flight, single_flight
+from scoring.judges.limits import CallGate, estimate_tokens, retry_after_s
 from scoring.judges.local import local_call
 from scoring.judges.outage import Patience, breaker_for
 from scoring.judges.records import CallLedger, CallRecord, DurableRecorder, Recorder
@@ -79,6 +79,9 @@ from scoring.judges.wire import (
     strict_json_schema,
     system_text,
 )
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = [
     "AsyncJudgeCache",
@@ -183,6 +186,8 @@ def make_client(config: LLMConfig, http_client: Any = None) -> openai.AsyncOpenA
         kwargs["base_url"] = config.base_url
     if http_client is not None:
         kwargs["http_client"] = http_client
+    import openai  # only where a client is made: importing the judges stays light
+
     return openai.AsyncOpenAI(**kwargs)
 
 
@@ -229,7 +234,7 @@ async def structured_call(
     record: Recorder | None = None,
     validate: Callable[[M], str | None] | None = None,
     sleep: Sleep = asyncio.sleep,
-    limiter: AdaptiveLimiter | None = None,
+    limiter: AdaptiveLimiter | CallGate | None = None,
 ) -> M:
     """Ask for one vote; return the parsed answer or raise :class:`VoteFailed`.
 
@@ -297,7 +302,7 @@ class _Question(Generic[M]):
     validate: Callable[[M], str | None] | None
     ledger: CallLedger
     flight: Flight
-    limiter: AdaptiveLimiter | None
+    limiter: AdaptiveLimiter | CallGate | None
     sleep: Sleep
 
 
@@ -333,12 +338,17 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
             if fmt is not None:
                 kwargs["response_format"] = fmt
             await q.flight.renew()
-            gate: AbstractAsyncContextManager[Any] = (
-                q.limiter.slot() if q.limiter is not None else nullcontext()
-            )
+            gate: AbstractAsyncContextManager[Any] = nullcontext()
+            if isinstance(q.limiter, CallGate):
+                estimate = estimate_tokens(
+                    system_message, user_text, answer_tokens=config.max_answer_tokens // 4
+                )
+                gate = q.limiter.slot(tokens=estimate)
+            elif q.limiter is not None:
+                gate = q.limiter.slot()
             error: Exception | None = None
             async with breaker.attempt(patience, heartbeat=q.flight.renew) as passage:
-                async with gate:
+                async with gate as admitted:
                     ticket = await q.ledger.begin(attempt)
                     started = time.perf_counter()
                     try:
@@ -351,6 +361,14 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                         raise
                     except Exception as exc:
                         error = exc
+                    else:
+                        if admitted is not None and getattr(response, "usage", None) is not None:
+                            # The rate window counts what the server says it used.
+                            usage = response.usage
+                            admitted.entry[1] = float(
+                                (getattr(usage, "prompt_tokens", 0) or 0)
+                                + (getattr(usage, "completion_tokens", 0) or 0)
+                            )
                 transient = (
                     error is not None and is_transient(error) and context_error(error) is None
                 )
@@ -387,8 +405,15 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     if patience.exhausted:
                         raise breaker.unavailable(patience) from error
                     continue
+                wait = None
+                if getattr(error, "status_code", None) == 429:
+                    # The provider's own word: every call of the process waits and slows down.
+                    wait = retry_after_s(error)
+                    throttled = getattr(q.limiter, "throttled", None)
+                    if throttled is not None:
+                        throttled(wait)
                 if transient_retries < config.max_retries:
-                    await q.sleep(backoff_delay(config, transient_retries))
+                    await q.sleep(max(backoff_delay(config, transient_retries), wait or 0.0))
                     transient_retries += 1
                     continue
                 raise VoteFailed(failures.tag(failures.TRANSIENT, message)) from error

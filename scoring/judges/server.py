@@ -24,9 +24,10 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
+if TYPE_CHECKING:
+    import openai
 
 # Response formats, from the strictest to none at all.
 JSON_SCHEMA = "json_schema"
@@ -103,6 +104,8 @@ def error_message(exc: BaseException) -> str:
 
 def context_error(exc: BaseException) -> ContextError | None:
     """A :class:`ContextError` when ``exc`` says the prompt did not fit, else ``None``."""
+    import openai  # imported where used: loading the judges must not load the client
+
     if not isinstance(exc, openai.APIStatusError):
         return None
     body = error_body(exc)
@@ -133,6 +136,8 @@ def context_error(exc: BaseException) -> ContextError | None:
 
 
 def is_transient(exc: BaseException) -> bool:
+    import openai
+
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
         return True
     if isinstance(exc, openai.APIStatusError):
@@ -216,6 +221,8 @@ async def probe_server(
     Only an explicit 4xx refusal changes an option; a server that cannot be reached keeps the
     defaults (the run's own calls then retry and record why they failed).
     """
+    import openai
+
     profile = ServerProfile(response_format=preferred_format, probed=True)
     for _ in range(6):
         kwargs: dict[str, Any] = {

@@ -4,12 +4,14 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from benchmarks_app.models import EvaluationRun, Repo, Scanner
 from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit import run_judge_calls
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
+from benchmarks_app.services.audit.processing import audit_run_set_prefilter
 from benchmarks_app.services.runs import run_wait
 from scoring.judges import failures
 
@@ -47,6 +49,13 @@ class Command(BaseCommand):
         parser.add_argument("--iterations", type=int)
         parser.add_argument("--batch-size", type=int)
         parser.add_argument("--json-mode", action="store_true", default=None)
+        parser.add_argument(
+            "--prefilter",
+            type=int,
+            metavar="K",
+            help="judge the K scan findings most similar to each truth finding first (TF-IDF); "
+            "changes batch composition, so verdicts may differ; off by default",
+        )
         parser.add_argument("--wait", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -71,20 +80,35 @@ class Command(BaseCommand):
             release = dataset.releases.filter(number=options["release"]).first()
             if release is None:
                 raise CommandError(f"release: {dataset.slug} has no release {options['release']}")
+        if options["prefilter"] is not None and options["prefilter"] < 1:
+            raise CommandError(f"prefilter: must be at least 1, got {options['prefilter']}")
         try:
-            run = audit_run_create(
-                scanner=scanner,
-                repos=repos,
-                dataset=dataset,
-                release=release,
-                judge=options["judge"],
-                model=options["model"],
-                iterations=options["iterations"],
-                batch_size=options["batch_size"],
-                json_mode=options["json_mode"],
-            )
+            # One transaction: the run is queued on commit, with its pre-filter recorded.
+            with transaction.atomic():
+                run = self._create(scanner, repos, dataset, release, options)
         except AuditRunError as exc:
             raise CommandError(str(exc)) from None
+        self._report(run, scanner, options)
+
+    def _create(
+        self, scanner: Scanner, repos: Any, dataset: Any, release: Any, options: dict[str, Any]
+    ) -> EvaluationRun:
+        run = audit_run_create(
+            scanner=scanner,
+            repos=repos,
+            dataset=dataset,
+            release=release,
+            judge=options["judge"],
+            model=options["model"],
+            iterations=options["iterations"],
+            batch_size=options["batch_size"],
+            json_mode=options["json_mode"],
+        )
+        if options["prefilter"]:
+            run = audit_run_set_prefilter(run=run, k=options["prefilter"])
+        return run
+
+    def _report(self, run: EvaluationRun, scanner: Scanner, options: dict[str, Any]) -> None:
         on = (
             f"on {run.release}" if run.release_id else "on the current truth (no release: no board)"
         )

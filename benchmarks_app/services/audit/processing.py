@@ -52,8 +52,9 @@ from benchmarks_app.services.leases import current_lease, lease_fence
 from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
 from scoring.audit.judges import make_judge, parse_judge_spec
 from scoring.audit.judges.llm import OpenAIAuditJudge
-from scoring.audit.matching import AuditJudge, RepoMatch, match_repo
+from scoring.audit.matching import AuditJudge, RepoMatch
 from scoring.audit.metrics import repo_metrics
+from scoring.audit.schedule import Prefilter, match_repo_concurrent, prefilter_ranking
 from scoring.audit.types import JUDGE_FAILED, MATCH, PARTIAL, ScanItem, TruthItem, TruthOutcome
 from scoring.judges.consensus import gather_all
 
@@ -66,6 +67,8 @@ def make_run_judge(run: EvaluationRun, *, recorder: LedgerRecorder) -> AuditJudg
         record=recorder,
         concurrency=int(_setting("JUDGE_CONCURRENCY", 4)),
         http_client=_setting("JUDGE_HTTP_CLIENT", None),
+        rpm=int(_setting("JUDGE_RPM", 0) or 0),
+        tpm=int(_setting("JUDGE_TPM", 0) or 0),
     )
 
 
@@ -169,6 +172,7 @@ async def _run_jobs(
     *,
     batch_size: int,
     iterations: int,
+    prefilter: int | None = None,
 ) -> None:
     save_outcome = sync_to_async(_save_outcome, thread_sensitive=True)
     save_repo = sync_to_async(_save_repo_result, thread_sensitive=True)
@@ -177,14 +181,19 @@ async def _run_jobs(
         async def on_outcome(outcome: TruthOutcome) -> None:
             await save_outcome(run, job, outcome, recorder)
 
-        match = await match_repo(
+        truths = [truth_item(t) for t in job.truths]
+        scans = [scan_item(f) for f in job.findings]
+        # Batches are judged as soon as their composition is certain: the result, votes and
+        # questions are the sequential algorithm's (scoring.audit.schedule).
+        match = await match_repo_concurrent(
             judge,
-            [truth_item(t) for t in job.truths],
-            [scan_item(f) for f in job.findings],
+            truths,
+            scans,
             batch_size=batch_size,
             iterations=iterations,
             done=job.done,
             on_outcome=on_outcome,
+            order=_prefilter(prefilter, truths, scans),
         )
         await save_repo(run, job, match)
 
@@ -198,6 +207,31 @@ async def _run_jobs(
         close = getattr(judge, "aclose", None)
         if close is not None:
             await close()
+
+
+def _prefilter(k: int | None, truths: list[TruthItem], scans: list[ScanItem]) -> Prefilter | None:
+    """``--prefilter K``: the K scan findings most similar to each truth finding first."""
+    if not k:
+        return None
+    from scoring.audit.judges.offline import similarity_matrix
+
+    return Prefilter(int(k), prefilter_ranking(truths, scans, similarity_matrix(truths, scans)))
+
+
+@transaction.atomic
+def audit_run_set_prefilter(*, run: EvaluationRun, k: int | None) -> EvaluationRun:
+    """Record ``--prefilter K`` on a run before it is processed (None or 0: off)."""
+    if k is not None and k < 0:
+        raise AuditRunError(f"prefilter: must be at least 1 (or 0 for off), got {k}")
+    run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
+    config = dict(run.judge_config or {})
+    if k:
+        config["prefilter"] = int(k)
+    else:
+        config.pop("prefilter", None)
+    run.judge_config = config
+    run.save(update_fields=["judge_config", "updated_at"])
+    return run
 
 
 def run_scan_results(run: EvaluationRun, repos: Sequence[Repo]) -> dict[int, ScanResult]:
@@ -338,6 +372,7 @@ def audit_process_piece(run: EvaluationRun, key: str) -> None:
             recorder,
             batch_size=int(cfg.get("batch_size") or 10),
             iterations=int(cfg.get("iterations") or 3),
+            prefilter=int(cfg.get("prefilter") or 0) or None,
         )
     finally:
         recorder.flush()

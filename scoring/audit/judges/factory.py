@@ -40,6 +40,8 @@ def make_judge(
     record: Recorder | None = None,
     concurrency: int = 4,
     http_client: Any = None,
+    rpm: int = 0,
+    tpm: int = 0,
 ) -> AuditJudge:
     if spec.kind == "offline":
         return OfflineAuditJudge(cache=cache, record=record)
@@ -48,5 +50,11 @@ def make_judge(
     if llm is None:
         raise ValueError("judge openai needs an LLMConfig")
     return OpenAIAuditJudge(
-        config=llm, cache=cache, record=record, concurrency=concurrency, http_client=http_client
+        config=llm,
+        cache=cache,
+        record=record,
+        concurrency=concurrency,
+        http_client=http_client,
+        rpm=rpm,
+        tpm=tpm,
     )

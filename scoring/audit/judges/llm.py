@@ -9,6 +9,7 @@ from scoring.audit.judges.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_us
 from scoring.audit.matching import invalid_reason
 from scoring.audit.types import AuditVerdict, ScanItem, TruthItem
 from scoring.judges.consensus import VoteFailed
+from scoring.judges.limits import gate_for
 from scoring.judges.llm import (
     ContextOverflow,
     JudgeCache,
@@ -17,7 +18,6 @@ from scoring.judges.llm import (
     make_client,
     structured_call,
 )
-from scoring.judges.server import AdaptiveLimiter
 
 
 def _rank(verdict: AuditVerdict) -> int:
@@ -39,7 +39,9 @@ class OpenAIAuditJudge:
 
     A batch whose prompt does not fit the server's context is split in two and each half asked
     the same question (recursively, down to one scan finding); a single finding that still
-    does not fit fails the vote with the setting to change.
+    does not fit fails the vote with the setting to change. Calls go through the process's
+    :class:`~scoring.judges.limits.CallGate` for the endpoint (``concurrency``, ``rpm``,
+    ``tpm``).
     """
 
     name = "openai"
@@ -53,13 +55,17 @@ class OpenAIAuditJudge:
         record: Recorder | None = None,
         concurrency: int = 4,
         http_client: Any = None,
+        rpm: int = 0,
+        tpm: int = 0,
     ) -> None:
         self.config = config
         self.model = config.model
         self.client = client or make_client(config, http_client=http_client)
         self.cache = cache
         self.record = record
-        self.limiter = AdaptiveLimiter(concurrency)
+        # One gate per endpoint and model for the whole process: every run and repo a worker
+        # judges shares its width and rate limit.
+        self.limiter = gate_for(config.base_url, config.model, width=concurrency, rpm=rpm, tpm=tpm)
         self.splits = 0
 
     async def judge(

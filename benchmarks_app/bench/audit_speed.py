@@ -1,0 +1,382 @@
+"""Audit judging speed: the sequential schedule against the concurrent one (issue 14).
+
+The bench starts its own OpenAI-compatible fake judge on 127.0.0.1: every answer takes
+``LATENCY_S`` (200 ms) and says what the recorded o4-mini verdicts imply (``recorded/``: the
+recorded finding, when it is in the batch; neither otherwise, and for the repos without a
+recording). The ``openai`` audit judge talks to it over HTTP, through the verdict cache and
+the call ledger (in memory), on the 11 bundled repos with the ``baseline`` scanner.
+
+Printed side by side, all on the same fake judge:
+
+* reference: repos one after another, truth findings one after another, votes 1 and 2 of a
+  batch together (the reference pipeline's schedule); run for real unless
+  ``AUDIT_SPEED_REFERENCE=rounds``, which counts its dependent rounds times the latency;
+* sequential: this project's schedule before issue 14 (repos side by side, each repo's truth
+  findings one after another), ``JUDGE_CONCURRENCY`` = ``AUDIT_SPEED_CONCURRENCY`` (32);
+* concurrent: :func:`scoring.audit.schedule.match_repo_concurrent`, same concurrency;
+
+with calls, wall time, calls per truth finding, the ratios and whether the verdicts (outcomes,
+votes, explanations) are identical. Then the optional pre-filter on the recorded verdicts
+(replay judge, no latency): calls saved and verdicts that differ from the full schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TextIO
+
+from benchmarks_app.demo import SAMPLE_DATA
+from scoring.audit.calibration import recorded_verdicts
+from scoring.audit.judges import OpenAIAuditJudge, ReplayAuditJudge
+from scoring.audit.judges.prompts import build_user_prompt
+from scoring.audit.matching import RepoMatch, match_repo
+from scoring.audit.parsing import read_path
+from scoring.audit.schedule import Prefilter, match_repo_concurrent, prefilter_ranking
+from scoring.audit.types import MATCH, NONE, PARTIAL, AuditVerdict, ScanItem, TruthItem
+from scoring.judges.llm import CallRecord, LLMConfig, MemoryJudgeCache
+
+DATA = SAMPLE_DATA / "audit"
+LATENCY_S = 0.2
+Repo = tuple[str, list[TruthItem], list[ScanItem]]
+
+_VERIFIED = re.compile(r"<verified_finding>(.*?)</verified_finding>", re.DOTALL)
+_VALID = re.compile(r"Valid indices: ([0-9, ]*)")
+
+
+def bundled_repos() -> list[Repo]:
+    data = read_path(DATA)
+    out = []
+    for scan in data.scans:
+        if scan.scanner == "baseline":
+            truths, scans = data.match_items(scan)
+            out.append((scan.project_id, truths, scans))
+    return out
+
+
+class RecordedJudgeServer:
+    """A fake chat-completions server answering the recorded verdicts after ``latency_s``."""
+
+    def __init__(self, repos: list[Repo], *, latency_s: float = LATENCY_S) -> None:
+        self.latency_s = latency_s
+        self.calls = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        # The verified-finding block of the prompt → the recorded (label, index).
+        self.answers: dict[str, tuple[str, int | None]] = {}
+        for repo, truths, _ in repos:
+            path = DATA / "recorded" / f"{repo}_results.json"
+            recorded = recorded_verdicts(path) if path.is_file() else []
+            for position, truth in enumerate(truths):
+                block = self._block(build_user_prompt(truth, []))
+                answer = recorded[position] if position < len(recorded) else (NONE, None)
+                self.answers.setdefault(block, answer)
+        outer = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: without TCP_NODELAY, Nagle's algorithm
+            # and the client's delayed ACK add about 40 ms to every kept-alive answer.
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with outer._lock:
+                    outer.calls += 1
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                try:
+                    time.sleep(outer.latency_s)
+                    payload = outer.answer(body)
+                finally:
+                    with outer._lock:
+                        outer.in_flight -= 1
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @staticmethod
+    def _block(user: str) -> str:
+        m = _VERIFIED.search(user)
+        return m.group(1) if m else ""
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+        label, index = self.answers.get(self._block(user), (NONE, None))
+        valid = _VALID.search(user)
+        batch = {int(x) for x in valid.group(1).split(",") if x.strip()} if valid else set()
+        if label in (MATCH, PARTIAL) and index in batch:
+            verdict = {
+                "is_match": label == MATCH,
+                "is_partial_match": label == PARTIAL,
+                "explanation": f"Recorded verdict: finding {index}.",
+                "severity_from_junior_auditor": "High",
+                "severity_from_truth": "High",
+                "index_of_finding_from_junior_auditor": index,
+            }
+        else:
+            verdict = {
+                "is_match": False,
+                "is_partial_match": False,
+                "explanation": "No finding in this batch matches.",
+                "severity_from_junior_auditor": "N/A",
+                "severity_from_truth": "N/A",
+                "index_of_finding_from_junior_auditor": -1,
+            }
+        content = json.dumps(verdict)
+        return {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "fake"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": len(content) // 4},
+        }
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __enter__(self) -> RecordedJudgeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@dataclass
+class Column:
+    name: str
+    seconds: float
+    calls: int
+    results: dict[str, RepoMatch]
+    simulated: bool = False
+
+
+Schedule = Callable[..., Awaitable[RepoMatch]]
+
+
+def _shape(results: dict[str, RepoMatch]) -> Any:
+    return {
+        repo: ([asdict(o) for o in m.outcomes], m.final, m.false_positives, m.notes)
+        for repo, m in results.items()
+    }
+
+
+def _judge(base_url: str, concurrency: int, records: list[CallRecord]) -> OpenAIAuditJudge:
+    config = LLMConfig(model="o4-mini", api_key="bench", base_url=base_url, max_retries=2)
+    return OpenAIAuditJudge(
+        config=config,
+        cache=MemoryJudgeCache(),
+        record=records.append,
+        concurrency=concurrency,
+    )
+
+
+def run_schedule(
+    name: str, schedule: Schedule, repos: list[Repo], base_url: str, concurrency: int
+) -> Column:
+    """All repos side by side (each its own chain), on a fresh cache."""
+    records: list[CallRecord] = []
+
+    async def go() -> dict[str, RepoMatch]:
+        judge = _judge(base_url, concurrency, records)
+        try:
+            matches = await asyncio.gather(*(schedule(judge, t, s) for _, t, s in repos))
+        finally:
+            await judge.aclose()
+        return {repo: m for (repo, _, _), m in zip(repos, matches, strict=True)}
+
+    start = time.perf_counter()
+    results = asyncio.run(go())
+    seconds = time.perf_counter() - start
+    calls = sum(1 for r in records if r.status == "ok")
+    return Column(name, seconds, calls, results)
+
+
+def run_reference(server: RecordedJudgeServer, repos: list[Repo], *, simulate: bool) -> Column:
+    """Repos one after another, truths one after another, votes 1 and 2 together.
+
+    ``simulate``: the same answers without HTTP, timed as its dependent rounds x the latency.
+    """
+    records: list[CallRecord] = []
+    rounds = 0
+
+    class Counting:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+            self.name, self.model = inner.name, inner.model
+
+        async def judge(self, truth: TruthItem, batch: Any, *, vote_number: int) -> Any:
+            nonlocal rounds
+            if vote_number != 2:  # vote 2 runs beside vote 1: one round for both
+                rounds += 1
+            return await self.inner.judge(truth, batch, vote_number=vote_number)
+
+    async def go() -> dict[str, RepoMatch]:
+        inner: Any = (
+            _LocalRecorded(server, records) if simulate else _judge(server.base_url, 2, records)
+        )
+        judge = Counting(inner)
+        out = {}
+        try:
+            for repo, truths, scans in repos:
+                out[repo] = await match_repo(judge, truths, scans)
+        finally:
+            close = getattr(inner, "aclose", None)
+            if close is not None:
+                await close()
+        return out
+
+    start = time.perf_counter()
+    results = asyncio.run(go())
+    seconds = time.perf_counter() - start
+    calls = sum(1 for r in records if r.status == "ok")
+    if simulate:
+        return Column("reference", rounds * server.latency_s, calls, results, simulated=True)
+    return Column("reference", seconds, calls, results)
+
+
+class _LocalRecorded:
+    """The fake server's answers without HTTP or latency (the simulated reference)."""
+
+    name, model = "openai", "o4-mini"
+
+    def __init__(self, server: RecordedJudgeServer, records: list[CallRecord]) -> None:
+        self.server = server
+        self.records = records
+
+    async def judge(self, truth: TruthItem, batch: Any, *, vote_number: int) -> Any:
+        user = build_user_prompt(truth, batch)
+        body = {"messages": [{"role": "user", "content": user}]}
+        content = self.server.answer(body)["choices"][0]["message"]["content"]
+        self.records.append(CallRecord(self.name, self.model, "", vote_number, 1, 0.0, 0, 0, "ok"))
+        return AuditVerdict.model_validate_json(content)
+
+
+def prefilter_report(repos: list[Repo], out: TextIO, ks: tuple[int, ...] = (5, 10)) -> None:
+    """Calls saved by ``--prefilter K`` and verdicts changed, with the recorded verdicts."""
+    from scoring.audit.judges.offline import similarity_matrix
+
+    recorded = [r for r in repos if (DATA / "recorded" / f"{r[0]}_results.json").is_file()]
+
+    def run(k: int | None) -> tuple[int, dict[Any, tuple[str, int | None]]]:
+        records: list[CallRecord] = []
+        judge = ReplayAuditJudge(DATA / "recorded", cache=MemoryJudgeCache(), record=records.append)
+        verdicts: dict[Any, tuple[str, int | None]] = {}
+
+        async def go() -> None:
+            for repo, truths, scans in recorded:
+                judge.register(repo, truths, scans)
+                order = None
+                if k is not None:
+                    ranking = prefilter_ranking(truths, scans, similarity_matrix(truths, scans))
+                    order = Prefilter(k, ranking)
+                m = await match_repo_concurrent(judge, truths, scans, order=order)
+                for o in m.outcomes:
+                    final = m.final[o.truth_key]
+                    verdicts[o.truth_key] = (final, o.scan_index if final != NONE else None)
+
+        asyncio.run(go())
+        return sum(1 for r in records if r.status == "ok"), verdicts
+
+    base_calls, base = run(None)
+    n = len(base)
+    out.write(
+        f"pre-filter (replay of the recorded verdicts, {len(recorded)} repos, {n} truth "
+        f"findings; full schedule {base_calls} calls):\n"
+    )
+    for k in ks:
+        calls, got = run(k)
+        differ = sum(1 for key in base if base[key] != got.get(key))
+        out.write(
+            f"  --prefilter {k}: {calls} calls ({100 * (base_calls - calls) / base_calls:.0f}% "
+            f"fewer), verdicts differing from the full schedule: {differ}/{n}\n"
+        )
+
+
+def run(out: TextIO) -> None:
+    for name in ("httpx", "httpcore", "openai"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    repos = bundled_repos()
+    concurrency = int(os.environ.get("AUDIT_SPEED_CONCURRENCY", "32"))
+    simulate = os.environ.get("AUDIT_SPEED_REFERENCE", "real") == "rounds"
+    n_truths = sum(len(t) for _, t, _ in repos)
+    with RecordedJudgeServer(repos) as server:
+        out.write(
+            f"fake judge {server.base_url}: {LATENCY_S * 1000:.0f} ms per call, recorded "
+            f"verdicts; {len(repos)} repos, {n_truths} truth findings (baseline scanner)\n"
+        )
+        new = run_schedule("concurrent", match_repo_concurrent, repos, server.base_url, concurrency)
+        today = run_schedule("sequential", match_repo, repos, server.base_url, concurrency)
+        reference = run_reference(server, repos, simulate=simulate)
+        peak = server.max_in_flight
+    out.write(f"{'schedule':<34}{'calls':>7}{'wall s':>9}{'calls/truth':>13}\n")
+    rows = [
+        (
+            "reference (all sequential)" + (" *" if reference.simulated else ""),
+            reference,
+        ),
+        (f"sequential, JUDGE_CONCURRENCY={concurrency}", today),
+        (f"concurrent, JUDGE_CONCURRENCY={concurrency}", new),
+    ]
+    for label, col in rows:
+        out.write(
+            f"{label:<34}{col.calls:>7}{col.seconds:>9.1f}{col.calls / max(1, n_truths):>13.2f}\n"
+        )
+    if reference.simulated:
+        out.write(
+            "  * simulated: dependent rounds x 200 ms (AUDIT_SPEED_REFERENCE=rounds); "
+            "unset it to run the reference for real\n"
+        )
+    out.write(
+        f"speed-up: x{reference.seconds / new.seconds:.1f} over the reference, "
+        f"x{today.seconds / new.seconds:.1f} over the sequential schedule; "
+        f"at most {peak} calls in flight\n"
+    )
+    identical = _shape(today.results) == _shape(new.results) == _shape(reference.results)
+    out.write(f"verdicts identical: {'yes' if identical else 'NO'}\n")
+    out.write(
+        f"calls: concurrent {new.calls} vs sequential {today.calls} "
+        f"({'no more' if new.calls <= today.calls else 'MORE'})\n"
+    )
+    prefilter_report(repos, out)
+
+
+def main() -> None:  # pragma: no cover - manual use
+    import sys
+
+    run(sys.stdout)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
