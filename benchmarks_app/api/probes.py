@@ -11,25 +11,39 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.urls import path, reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
-from benchmarks_app.selectors.probes import ProbeReportNotFound, probe_leaderboard, probe_report
+from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter
+from benchmarks_app.selectors.probes import (
+    ROW_COLUMNS,
+    ProbeReportNotFound,
+    board_row,
+    probe_board_order,
+    probe_board_rows,
+    probe_phase,
+    probe_report,
+    probe_submission,
+    probe_suite_check,
+)
 from benchmarks_app.services.probes import (
+    ProbeChoiceError,
     ProbeFormatError,
     ProbeOwnershipError,
+    ProbeSubmissionRefused,
+    probe_submission_choose,
     probe_submission_submit,
 )
-from benchmarks_app.services.uploads import upload_too_large
+from benchmarks_app.services.uploads import errors_capped, upload_too_large
 from scoring.probes.io import FORMATS, detect_format
 from scoring.probes.types import HUMAN_LABELS, ResponseSpec
 
@@ -88,6 +102,15 @@ class ProbeLeaderboardRowSerializer(serializers.Serializer):
     )
     evaluated = serializers.IntegerField(allow_null=True, help_text="Probes scored.")
     scored_at = serializers.DateTimeField()
+    phase = serializers.CharField(
+        allow_null=True, help_text="The phase (slug) of this board; null: all entries."
+    )
+    is_baseline = serializers.BooleanField(
+        help_text="A reference model kept by the maintainers, ranked like any other."
+    )
+    method_name = serializers.CharField(allow_blank=True, help_text="As the entrant gave it.")
+    method_description = serializers.CharField(allow_blank=True)
+    method_url = serializers.CharField(allow_blank=True)
     report = serializers.SerializerMethodField(help_text="The submission's full JSON report.")
 
     @extend_schema_field(serializers.ListField(child=serializers.FloatField(), allow_null=True))
@@ -103,22 +126,25 @@ class ProbeLeaderboardRowSerializer(serializers.Serializer):
         return request.build_absolute_uri(url) if request is not None else url
 
 
-PROBE_ORDERING = [
-    "rank",
-    "rank_low",
-    "rank_high",
-    "suite",
-    "suite_version",
-    "model",
-    "resilience_index",
-    "pass_rate",
-    "severity_weighted_pass_rate",
-    "high_stakes_failure_rate",
-    "agreement_accuracy",
-    "agreement_kappa",
-    "evaluated",
-    "scored_at",
-]
+# API ordering name -> stored column of ProbeBoardRow.
+PROBE_ORDERING_COLUMNS = {
+    "rank": "position",
+    "rank_low": "rank_low",
+    "rank_high": "rank_high",
+    "suite": "suite__name",
+    "suite_version": "suite_version",
+    "model": "model_name",
+    "resilience_index": "resilience_index",
+    "pass_rate": "pass_rate",
+    "severity_weighted_pass_rate": "severity_weighted_pass_rate",
+    "high_stakes_failure_rate": "high_stakes_failure_rate",
+    "agreement_accuracy": "agreement_accuracy",
+    "agreement_kappa": "agreement_kappa",
+    "evaluated": "evaluated",
+    "scored_at": "scored_at",
+    "is_baseline": "is_baseline",
+}
+PROBE_ORDERING = list(PROBE_ORDERING_COLUMNS)
 
 
 class ResponseItemSerializer(serializers.Serializer):
@@ -133,6 +159,15 @@ class SubmissionInputSerializer(serializers.Serializer):
     format = serializers.ChoiceField(choices=FORMATS, required=False)
     file = serializers.FileField(required=False)
     responses = ResponseItemSerializer(many=True, required=False)
+    method_name = serializers.CharField(
+        max_length=100, required=False, allow_blank=True, help_text="Shown on the board."
+    )
+    method_description = serializers.CharField(
+        max_length=500, required=False, allow_blank=True, help_text="A short description."
+    )
+    method_url = serializers.URLField(
+        max_length=500, required=False, allow_blank=True, help_text="A link (paper, code)."
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("file") and not attrs.get("responses"):
@@ -144,6 +179,18 @@ class SubmissionInputSerializer(serializers.Serializer):
         return attrs
 
 
+class ChosenSerializer(serializers.Serializer):
+    submission_id = serializers.IntegerField()
+    model = serializers.CharField()
+    chosen = serializers.BooleanField()
+
+
+class QuotaExceededError(APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "quota_exceeded"
+    default_detail = "Submission quota exceeded."
+
+
 class SubmissionCreatedSerializer(serializers.Serializer):
     submission_id = serializers.IntegerField()
     run_id = serializers.IntegerField()
@@ -152,16 +199,19 @@ class SubmissionCreatedSerializer(serializers.Serializer):
     page_url = serializers.CharField()
 
 
-class ProbeLeaderboardView(LeaderboardListView):
-    """Each model's latest scored submission per suite version, ranked within its board.
+class ProbeLeaderboardView(BoardRowListView):
+    """Each model's entry per suite version, ranked within its board.
 
-    A board is one suite at one suite version; each row has its 95% interval, rank range and
-    tie mark. Paginated (`page`, `page_size`); `suite` keeps one suite, `version` one suite
-    version; `ordering` re-orders the rows, keeping their rank on their board.
+    A board is one suite at one suite version (and phase, with `phase`); each row has its
+    95% interval, rank range and tie mark. A model's entry is the submission it chose,
+    else its latest. Paginated in the database (`page`, `page_size`): a page is the same
+    few queries whatever the number of entrants. `suite` keeps one suite (an unknown name
+    is a 400), `version` one suite version, `phase` one phase of that suite; `ordering`
+    re-orders the rows, keeping their rank on their board.
     """
 
     serializer_class = ProbeLeaderboardRowSerializer
-    ordering_fields = PROBE_ORDERING
+    ordering_columns = PROBE_ORDERING_COLUMNS
 
     @extend_schema(
         parameters=[
@@ -172,19 +222,50 @@ class ProbeLeaderboardView(LeaderboardListView):
                 description="Only this suite version (as in `suite_version`; empty: reports "
                 "scored before versions were recorded).",
             ),
-            ordering_parameter(PROBE_ORDERING, "suite, newest version first, then rank"),
+            OpenApiParameter(
+                "phase",
+                str,
+                description="The board of this phase (its slug) of `suite`; without it, the "
+                "board of all entries. A hidden phase's board shows staff every row and a "
+                "participant their own rows until it is revealed.",
+            ),
+            ordering_parameter(
+                list(PROBE_ORDERING_COLUMNS), "suite, newest version first, then rank"
+            ),
         ]
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
-    def get_rows(self) -> list[dict[str, Any]]:
+    def get_board_queryset(self) -> QuerySet[Any]:
         params = self.request.query_params
-        return probe_leaderboard(
-            suite_name=params.get("suite") or None,
+        suite = params.get("suite") or None
+        phase = None
+        try:
+            if suite is not None:
+                probe_suite_check(suite)
+            if params.get("phase"):
+                if suite is None:
+                    raise ProbeReportNotFound("phase: give the phase's suite too (?suite=NAME)")
+                phase = probe_phase(suite_name=suite, slug=params["phase"])
+        except ProbeReportNotFound as exc:
+            field, _, message = str(exc).partition(": ")
+            raise ValidationError({field: message}) from exc
+        rows = probe_board_rows(
+            suite_name=suite,
             version=params.get("version") if "version" in params else None,
+            phase=phase,
             user=self.request.user,
         )
+        self._board_order = probe_board_order(rows)
+        return rows.values(*ROW_COLUMNS)
+
+    @property
+    def default_ordering(self) -> list[Any]:  # type: ignore[override]
+        return self._board_order
+
+    def row(self, obj: Any) -> dict[str, Any]:
+        return board_row(obj)
 
 
 MAX_ID = 2**63 - 1
@@ -236,17 +317,24 @@ class ProbeSubmissionCreateView(APIView):
                 for item in data["responses"]
             ]
             kwargs["source_name"] = "api"
+        for name in ("method_name", "method_description", "method_url"):
+            kwargs[name] = data.get(name, "")
         try:
             run = probe_submission_submit(
                 suite_name=data["suite"], model_name=data["model"], owner=request.user, **kwargs
             )
         except ProbeOwnershipError as exc:
             raise PermissionDenied({exc.field: exc.message}) from None
+        except ProbeSubmissionRefused as exc:
+            if exc.code == "quota_exceeded":
+                raise QuotaExceededError({exc.field: exc.message}) from None
+            raise PermissionDenied({exc.field: exc.message}, code=exc.code) from None
         except ProbeFormatError as exc:
             field = "file" if data.get("file") else "responses"
-            if any(e.startswith("field 'suite'") for e in exc.errors):
-                field = "suite"
-            raise ValidationError({field: exc.errors}) from exc
+            for prefix in ("suite", "method_name", "method_description", "method_url"):
+                if any(e.startswith(f"field '{prefix}'") for e in exc.errors):
+                    field = prefix
+            raise ValidationError({field: errors_capped(exc.errors)}) from exc
         run.refresh_from_db()
         sid = run.probe_submission_id
         body = {
@@ -259,8 +347,34 @@ class ProbeSubmissionCreateView(APIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
+class ProbeChooseView(APIView):
+    """Make a scored submission the entry that represents its model on the boards (one per
+    model, suite and phase; the others are unchosen). Owner only."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: ChosenSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        if pk > MAX_ID:
+            raise NotFound("No such submission.")
+        try:
+            submission = probe_submission(submission_id=pk, user=request.user)
+        except ProbeReportNotFound as exc:
+            raise NotFound(str(exc)) from exc
+        try:
+            probe_submission_choose(user=request.user, submission=submission)
+        except ProbeChoiceError as exc:
+            if exc.code == "not_scored":
+                raise ValidationError({"submission": exc.message}) from None
+            raise PermissionDenied(exc.message) from None
+        return Response(
+            {"submission_id": submission.pk, "model": submission.model_name, "chosen": True}
+        )
+
+
 urlpatterns = [
     path("leaderboard/", ProbeLeaderboardView.as_view(), name="probes-leaderboard"),
     path("submissions/", ProbeSubmissionCreateView.as_view(), name="probes-submit"),
     path("submissions/<int:pk>/report/", ProbeReportView.as_view(), name="probes-report"),
+    path("submissions/<int:pk>/choose/", ProbeChooseView.as_view(), name="probes-choose"),
 ]

@@ -1,32 +1,51 @@
 """Reads of the safety-probe benchmark: leaderboards and reports.
 
-Probe submissions and their reports are public (see ``visibility.visible_probe_submissions``);
-every read here starts from that queryset so that a future rule applies in one place.
+Probe submissions and their reports are public (see ``visibility.visible_probe_submissions``),
+except a hidden phase's until it is revealed (staff and their owner only); every read here
+starts from ``_visible_submissions`` so that the rule applies in one place. Boards are read
+from their stored rows (``ProbeBoardRow``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Case, IntegerField, Max, Q, QuerySet, Value, When
+
 from benchmarks_app.models import (
+    Phase,
     ProbeCaseResult,
     ProbeRunReport,
+    ProbeSuite,
     Response,
     ResponseSubmission,
     RunStatus,
 )
-from benchmarks_app.selectors.visibility import visible_probe_submissions
+from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.selectors.phases import phase_board_visible
+from benchmarks_app.selectors.visibility import is_staff, visible_probe_submissions
 from scoring.probes.metrics import RANKING_METRIC
 from scoring.probes.report import LIMITATIONS
-from scoring.stats import board_ranks
 
 
 class ProbeReportNotFound(LookupError):
     """The submission does not exist or has no scored run yet."""
 
 
-def _reports(user: Any = None) -> Any:
+def _visible_submissions(user: Any = None) -> QuerySet[ResponseSubmission]:
+    """Probe submissions the user may read: all, but a hidden phase's (until it is
+    revealed) only to staff and their owner: participants see only their own scores."""
     submissions = visible_probe_submissions(user)
+    if is_staff(user):
+        return submissions
+    hidden = Q(phase__is_hidden=True, phase__revealed_at__isnull=True)
+    if user is not None and user.is_authenticated:
+        return submissions.exclude(hidden & ~Q(owner=user))
+    return submissions.exclude(hidden)
+
+
+def _reports(user: Any = None) -> Any:
+    submissions = _visible_submissions(user)
     return (
         ProbeRunReport.objects.filter(
             submission__in=submissions.values("pk"), run__status=RunStatus.SUCCEEDED
@@ -36,93 +55,156 @@ def _reports(user: Any = None) -> Any:
     )
 
 
-def _ci_bounds(report: ProbeRunReport) -> tuple[float | None, float | None]:
-    ci = report.ci or {}
-    if ci.get("metric") != RANKING_METRIC:
-        return None, None
-    return ci.get("low"), ci.get("high")
-
-
 def _report_version(report: ProbeRunReport) -> str:
     # Reports written before versions were recorded share one legacy board ("").
     return str((report.metrics or {}).get("suite_version") or "")
 
 
-def _add_board_ranks(rows: list[dict[str, Any]]) -> None:
-    """``rank_low``, ``rank_high`` and ``tied`` of one board's rows (given best first)."""
-    marks = board_ranks([(r["resilience_index"], r["ci_low"], r["ci_high"]) for r in rows])
-    for row, mark in zip(rows, marks, strict=True):
-        row.update(rank_low=mark.rank_low, rank_high=mark.rank_high, tied=mark.tied)
+# Stored row column -> the key the board's rows have always had.
+ROW_COLUMNS = {
+    "suite__name": "suite",
+    "suite_version": "suite_version",
+    "phase__slug": "phase",
+    "model_name": "model",
+    "submission_id": "submission_id",
+    "run_id": "run_id",
+    "rank": "rank",
+    "rank_low": "rank_low",
+    "rank_high": "rank_high",
+    "tied": "tied",
+    "ci_low": "ci_low",
+    "ci_high": "ci_high",
+    "resilience_index": "resilience_index",
+    "pass_rate": "pass_rate",
+    "severity_weighted_pass_rate": "severity_weighted_pass_rate",
+    "high_stakes_failure_rate": "high_stakes_failure_rate",
+    "agreement_accuracy": "agreement_accuracy",
+    "agreement_kappa": "agreement_kappa",
+    "evaluated": "evaluated",
+    "scored_at": "scored_at",
+    "is_baseline": "is_baseline",
+    "method_name": "method_name",
+    "method_description": "method_description",
+    "method_url": "method_url",
+}
+
+
+def board_row(values: dict[str, Any]) -> dict[str, Any]:
+    """A stored row (``ProbeBoardRow.values(*ROW_COLUMNS)``) as the board's row dict."""
+    row = {key: values[column] for column, key in ROW_COLUMNS.items()}
+    low, high = row["ci_low"], row["ci_high"]
+    row["ci"] = (
+        None
+        if low is None or high is None
+        else {"metric": RANKING_METRIC, "low": low, "high": high}
+    )
+    return row
+
+
+def probe_suite_check(name: str) -> None:
+    """Raise :class:`ProbeReportNotFound` ("suite: …") when no suite has this name."""
+    if not ProbeSuite.objects.filter(name=name).exists():
+        raise ProbeReportNotFound(f"suite: no probe suite named {name!r}")
+
+
+def probe_phase(*, suite_name: str, slug: str) -> Phase:
+    """The phase ``slug`` of a suite; :class:`ProbeReportNotFound` ("phase: …") if none."""
+    phase = Phase.objects.filter(suite__name=suite_name, slug=slug).first()
+    if phase is None:
+        raise ProbeReportNotFound(f"phase: suite {suite_name!r} has no phase {slug!r}")
+    return phase
+
+
+def probe_board_rows(
+    *,
+    suite_name: str | None = None,
+    version: str | None = None,
+    phase: Phase | None = None,
+    user: Any = None,
+) -> QuerySet[ProbeBoardRow]:
+    """The stored rows of the boards asked for that ``user`` may see, unordered.
+
+    ``phase`` None: the boards of all entries (one per suite version); a phase: that
+    phase's boards. A hidden phase's board, until revealed, shows staff every row, a
+    signed-in participant their own rows only, and anybody else none.
+    """
+    qs = ProbeBoardRow.objects.filter(phase=phase)
+    if suite_name is not None:
+        qs = qs.filter(suite__name=suite_name)
+    if version is not None:
+        qs = qs.filter(suite_version=version)
+    if phase is not None and not phase_board_visible(phase, user):
+        if user is None or not user.is_authenticated:
+            return qs.none()
+        qs = qs.filter(owner=user)
+    return qs
+
+
+def probe_board_order(rows: QuerySet[ProbeBoardRow]) -> list[Any]:
+    """The ``ORDER BY`` of ``rows``' boards: suite by suite, the newest version of a suite
+    first, then each board's own order (``position``). One small grouped query."""
+    boards = sorted(
+        rows.order_by()
+        .values("suite_id", "suite__name", "suite_version")
+        .annotate(newest=Max("scored_at")),
+        key=lambda b: (b["suite__name"], -b["newest"].timestamp(), b["suite_version"]),
+    )
+    if len(boards) <= 1:
+        return ["position"]
+    board_order = Case(
+        *(
+            When(suite_id=b["suite_id"], suite_version=b["suite_version"], then=Value(i))
+            for i, b in enumerate(boards)
+        ),
+        default=Value(len(boards)),
+        output_field=IntegerField(),
+    )
+    return [board_order.asc(), "position"]
 
 
 def probe_leaderboard(
-    *, suite_name: str | None = None, version: str | None = None, user: Any = None
+    *,
+    suite_name: str | None = None,
+    version: str | None = None,
+    phase: Phase | None = None,
+    user: Any = None,
 ) -> list[dict[str, Any]]:
-    """One board per (suite, suite version): each model's latest report on it, ranked.
+    """One board per (suite, suite version): each model's entry on it, ranked.
 
     A suite version is the content hash of the probes, rules, scoring settings and refusal
     signal a report was scored with (``metrics["suite_version"]``); reports of different
-    versions are never ranked together. Within a board, rows are ranked by resilience index
-    (descending, nulls last), then pass rate, then model name; each row carries its 95%
-    bootstrap interval (``ci_low``, ``ci_high``, stored when the run finished), the rank range
-    it implies (``rank_low``, ``rank_high``) and ``tied`` when its interval overlaps the row
-    above. Boards come suite by suite, the newest version of a suite first. One query.
+    versions are never ranked together. A model's entry is the submission it chose to
+    represent it (its latest report on the board), else its latest report. Within a board,
+    rows are ranked by resilience index (descending, nulls last), then pass rate, then model
+    name; each row carries its 95% bootstrap interval (``ci_low``, ``ci_high``), the rank
+    range it implies (``rank_low``, ``rank_high``), ``tied`` when its interval overlaps the
+    row above, ``is_baseline``, ``phase`` (slug or None) and the ``method_*`` metadata.
+    Boards come suite by suite, the newest version of a suite first.
+
+    Rows are read from ``ProbeBoardRow`` (written when runs end, see
+    :mod:`benchmarks_app.services.probes.boards`): two queries, whatever the entrants.
     """
-    qs = _reports(user)
-    if suite_name:
-        qs = qs.filter(submission__suite__name=suite_name)
-    latest: dict[tuple[str, str, str], ProbeRunReport] = {}
-    for report in qs:
-        key = (report.submission.suite.name, _report_version(report), report.submission.model_name)
-        latest.setdefault(key, report)
-    if version is not None:
-        latest = {k: r for k, r in latest.items() if k[1] == version}
+    rows = probe_board_rows(suite_name=suite_name, version=version, phase=phase, user=user)
+    # Every row is read anyway: the boards are put in order here (one query), not with the
+    # grouped query that paging in the database needs (``probe_board_order``).
+    stored = [
+        board_row(values)
+        for values in rows.order_by("suite__name", "suite_version", "position", "pk").values(
+            *ROW_COLUMNS
+        )
+    ]
     newest: dict[tuple[str, str], Any] = {}
-    rows: list[dict[str, Any]] = []
-    for (suite, suite_version, model), r in latest.items():
-        low, high = _ci_bounds(r)
-        newest[(suite, suite_version)] = max(
-            r.created_at, newest.get((suite, suite_version), r.created_at)
-        )
-        rows.append(
-            {
-                "suite": suite,
-                "suite_version": suite_version,
-                "model": model,
-                "submission_id": r.submission_id,
-                "run_id": r.run_id,
-                "resilience_index": r.resilience_index,
-                "ci_low": low,
-                "ci_high": high,
-                "ci": r.ci,
-                "pass_rate": r.pass_rate,
-                "severity_weighted_pass_rate": r.severity_weighted_pass_rate,
-                "high_stakes_failure_rate": r.high_stakes_failure_rate,
-                "agreement_accuracy": (r.agreement or {}).get("accuracy"),
-                "agreement_kappa": (r.agreement or {}).get("kappa"),
-                "evaluated": (r.metrics.get("counts") or {}).get("evaluated"),
-                "scored_at": r.created_at,
-            }
-        )
-    rows.sort(
+    for row in stored:
+        key = (row["suite"], row["suite_version"])
+        newest[key] = max(row["scored_at"], newest.get(key, row["scored_at"]))
+    stored.sort(
         key=lambda row: (
             row["suite"],
             -newest[(row["suite"], row["suite_version"])].timestamp(),
             row["suite_version"],
-            row["resilience_index"] is None,
-            -(row["resilience_index"] or 0.0),
-            -(row["pass_rate"] or 0.0),
-            row["model"],
         )
-    )
-    boards: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in rows:
-        board = boards.setdefault((row["suite"], row["suite_version"]), [])
-        board.append(row)
-        row["rank"] = len(board)
-    for board in boards.values():
-        _add_board_ranks(board)
-    return rows
+    )  # stable: each board keeps its positions
+    return stored
 
 
 def probe_latest_report(*, submission_id: int, user: Any = None) -> ProbeRunReport:
@@ -160,19 +242,29 @@ BOARD_FIELDS = ("rank", "rank_low", "rank_high", "tied", "ci_low", "ci_high")
 def probe_board_position(*, report: ProbeRunReport, user: Any = None) -> dict[str, Any] | None:
     """Where ``report`` stands on its board (its suite at its suite version), or None.
 
-    None when a newer report of the same model on that board replaced it.
+    The board of all entries, else (an entry of a hidden phase) its phase's board where the
+    user may see it. None when another report of the same model represents it there.
     """
-    version = _report_version(report)
-    board = probe_leaderboard(suite_name=report.submission.suite.name, version=version, user=user)
-    row = next((r for r in board if r["run_id"] == report.run_id), None)
-    if row is None:
-        return None
-    return {
-        "suite_version": version,
-        "entries": len(board),
-        "metric": RANKING_METRIC,
-        **{k: row[k] for k in BOARD_FIELDS},
-    }
+    phases: list[Phase | None] = [None]
+    if report.submission.phase_id is not None:
+        phases.append(report.submission.phase)
+    for phase in phases:
+        board = probe_board_rows(
+            suite_name=report.submission.suite.name,
+            version=_report_version(report),
+            phase=phase,
+            user=user,
+        )
+        row = board.filter(run_id=report.run_id).values(*ROW_COLUMNS).first()
+        if row is not None:
+            return {
+                "suite_version": row["suite_version"],
+                "phase": row["phase__slug"],
+                "entries": board.count(),
+                "metric": RANKING_METRIC,
+                **{k: row[k] for k in BOARD_FIELDS},
+            }
+    return None
 
 
 def probe_submission_for_model(*, suite_name: str, model_name: str, user: Any = None) -> int:
@@ -191,7 +283,7 @@ def probe_submission_for_model(*, suite_name: str, model_name: str, user: Any = 
 
 def probe_report_page(*, submission_id: int, user: Any = None) -> dict[str, Any]:
     """Everything the report page shows: the report, its run, and the worst cases' responses."""
-    submission = visible_probe_submissions(user).filter(pk=submission_id).first()
+    submission = _visible_submissions(user).filter(pk=submission_id).first()
     if submission is None:
         raise ProbeReportNotFound(f"no submission {submission_id}")
     runs = list(submission.runs.order_by("-created_at")[:5])
@@ -229,11 +321,11 @@ def probe_report_page(*, submission_id: int, user: Any = None) -> dict[str, Any]
 
 
 def probe_submission_ids(*, user: Any = None) -> list[int]:
-    return list(visible_probe_submissions(user).values_list("pk", flat=True))
+    return list(_visible_submissions(user).values_list("pk", flat=True))
 
 
 def probe_submission(*, submission_id: int, user: Any = None) -> ResponseSubmission:
-    submission = visible_probe_submissions(user).filter(pk=submission_id).first()
+    submission = _visible_submissions(user).filter(pk=submission_id).first()
     if submission is None:
         raise ProbeReportNotFound(f"no submission {submission_id}")
     return submission

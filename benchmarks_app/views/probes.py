@@ -26,20 +26,28 @@ from benchmarks_app.selectors.probes import (
     probe_leaderboard,
     probe_report,
     probe_report_page,
+    probe_submission,
 )
 from benchmarks_app.services.probes import (
+    ProbeChoiceError,
     ProbeFormatError,
+    probe_submission_choose,
     probe_submission_upload,
 )
+from benchmarks_app.services.uploads import errors_capped, upload_limit_text
 from benchmarks_app.views.tables import Column, SortableTable
 from scoring.probes.metrics import board_markdown
 from scoring.probes.report import report_markdown
 
 app_name = "probes"
 
-# Colour-blind-safe palette (Okabe-Ito), one colour per cluster.
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
-SVG_W, SVG_H, SVG_PAD = 640, 400, 28
+# Okabe-Ito, the colour-blind-safe palette, ordered so that the first clusters get the most
+# distinct hues; its yellow, faint on white, comes last.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000", "#F0E442"]
+# The frame of the scatter: room on the left and at the bottom for the axes and their labels.
+SVG_W, SVG_H = 960, 440
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 52, 16, 16, 44
+FAIL_ARM = 4.5  # half the size of the cross marking a failed case
 
 
 MY_SUBMISSIONS_SHOWN = 10
@@ -51,6 +59,13 @@ def _submission_link(row: Any) -> str:
 
 def _report_link(row: Any) -> str:
     return reverse("probes:report-json", args=[row["submission_id"]])
+
+
+def _entry_notes(row: Any) -> str:
+    notes = ["baseline"] if row.get("is_baseline") else []
+    if row.get("method_name"):
+        notes.append(row["method_name"])
+    return " · ".join(notes)
 
 
 LEADERBOARD_COLUMNS = [
@@ -105,6 +120,14 @@ LEADERBOARD_COLUMNS = [
     ),
     Column("agreement_kappa", "κ", kind="float", title="Cohen's kappa of that agreement"),
     Column("evaluated", "Probes", kind="int", title="Probes scored"),
+    Column(
+        "method_name",
+        "Method",
+        sortable=False,
+        value=_entry_notes,
+        title="“baseline” marks a reference model kept by the maintainers (ranked like any "
+        "other); then the method name the entrant gave",
+    ),
     Column(
         "report",
         "Report",
@@ -203,12 +226,33 @@ class ResponseSubmissionForm(forms.Form):
     file = forms.FileField(
         label="Responses file",
         widget=forms.ClearableFileInput(attrs={"accept": ".jsonl,.json,.ndjson,.csv,.txt"}),
-        help_text="UTF-8 text, at most UPLOAD_MAX_MB megabytes.",
+    )
+    method_name = forms.CharField(
+        label="Method name",
+        max_length=100,
+        required=False,
+        help_text="Optional, shown on the board, e.g. “system prompt v2”.",
+    )
+    method_description = forms.CharField(
+        label="Method description",
+        max_length=500,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Optional, at most 500 characters.",
+    )
+    method_url = forms.URLField(
+        label="Method link",
+        max_length=500,
+        required=False,
+        assume_scheme="https",
+        help_text="Optional: a paper, model card or code (http or https).",
     )
 
     def __init__(self, *args: Any, suites: list[tuple[str, int]], **kwargs: Any) -> None:
         """``suites``: (name, number of probes) of the suites that can be answered."""
         super().__init__(*args, **kwargs)
+        # The value of the limit, read when the form is built (a setting can change).
+        self.fields["file"].help_text = f"UTF-8 text, {upload_limit_text()}."
         self.fields["suite"].widget = forms.Select(
             choices=[("", "Choose a suite…")]
             + [(name, f"{name} ({n} probes)") for name, n in suites]
@@ -221,6 +265,9 @@ def _error_field(message: str) -> str:
         return "suite"
     if message.startswith("field 'model'"):
         return "model"
+    for name in ("method_name", "method_description", "method_url"):
+        if message.startswith(f"field '{name}'"):
+            return name
     return "file"
 
 
@@ -245,9 +292,13 @@ def submit(request: HttpRequest) -> HttpResponse:
                 upload=data["file"],
                 fmt=data["format"] or None,
                 owner=request.user,
+                method_name=data["method_name"],
+                method_description=data["method_description"],
+                method_url=data["method_url"],
             )
         except ProbeFormatError as exc:
-            for message in exc.errors:
+            # Hundreds of line errors bury the first few: a count stands for the rest.
+            for message in errors_capped(exc.errors):
                 form.add_error(_error_field(message), message)
         else:
             messages.success(
@@ -259,38 +310,77 @@ def submit(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "probes/submit.html",
-        {"form": form, "suites": suites, "max_mb": settings.UPLOAD_MAX_MB},
+        {
+            "form": form,
+            "suites": suites,
+            "max_mb": settings.UPLOAD_MAX_MB,
+            "limit": upload_limit_text(),
+        },
         status=400 if request.method == "POST" else 200,
     )
 
 
 def _scatter(observability: dict[str, Any] | None, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Points, axes and legend of the geometry scatter, drawn server-side as SVG.
+
+    A passed case is a dot, a failed one a cross, both in its cluster's colour; every mark
+    has a tooltip (probe id, category, cluster, pass/fail, risk).
+    """
     if not observability:
         return {}
     by_id = {c["probe_id"]: c for c in cases}
-    inner_w, inner_h = SVG_W - 2 * SVG_PAD, SVG_H - 2 * SVG_PAD
+    inner_w, inner_h = SVG_W - PAD_LEFT - PAD_RIGHT, SVG_H - PAD_TOP - PAD_BOTTOM
+    bottom = SVG_H - PAD_BOTTOM
     points = []
     for p in observability["points"]:
         case = by_id.get(p["probe_id"], {})
+        passed = bool(case.get("passed", True))
+        x = round(PAD_LEFT + p["scatter_x"] * inner_w, 2)
+        y = round(bottom - p["scatter_y"] * inner_h, 2)
         points.append(
             {
-                "x": round(SVG_PAD + p["scatter_x"] * inner_w, 2),
-                "y": round(SVG_H - SVG_PAD - p["scatter_y"] * inner_h, 2),
+                "x": x,
+                "y": y,
                 "colour": PALETTE[p["cluster"] % len(PALETTE)],
                 "cluster": p["cluster"],
-                "passed": case.get("passed", True),
+                "passed": passed,
+                "cross": (
+                    f"M{x - FAIL_ARM},{y - FAIL_ARM}L{x + FAIL_ARM},{y + FAIL_ARM}"
+                    f"M{x - FAIL_ARM},{y + FAIL_ARM}L{x + FAIL_ARM},{y - FAIL_ARM}"
+                ),
                 "title": (
-                    f"{p['probe_id']} · cluster {p['cluster']} · {case.get('category', '')} · "
-                    f"{'pass' if case.get('passed') else 'fail'} · risk "
+                    f"{p['probe_id']} · {case.get('category', '') or 'no category'} · "
+                    f"cluster {p['cluster']} · {'pass' if passed else 'FAIL'} · risk "
                     f"{case.get('risk_score', 0):.2f}"
                 ),
             }
         )
+    ticks = [
+        {
+            "value": f"{t:.1f}",
+            "x": round(PAD_LEFT + t * inner_w, 2),
+            "y": round(bottom - t * inner_h, 2),
+        }
+        for t in (0.0, 0.25, 0.5, 0.75, 1.0)
+    ]
     legend = [
         {**c, "colour": PALETTE[c["cluster"] % len(PALETTE)]}
         for c in observability["clustering"]["clusters"]
     ]
-    return {"points": points, "legend": legend, "width": SVG_W, "height": SVG_H}
+    return {
+        "points": points,
+        "legend": legend,
+        "width": SVG_W,
+        "height": SVG_H,
+        "left": PAD_LEFT,
+        "right": SVG_W - PAD_RIGHT,
+        "top": PAD_TOP,
+        "bottom": bottom,
+        "ticks": ticks,
+        "x_label": {"x": PAD_LEFT + inner_w / 2, "y": SVG_H - 8},
+        "y_label": {"x": 14, "y": PAD_TOP + inner_h / 2},
+        "failed": sum(1 for p in points if not p["passed"]),
+    }
 
 
 def submission(request: HttpRequest, pk: int) -> HttpResponse:
@@ -299,7 +389,16 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
     except ProbeReportNotFound as exc:
         raise Http404(str(exc)) from exc
     report = data["report"]
-    context: dict[str, Any] = {**data}
+    entry = data["submission"]
+    context: dict[str, Any] = {
+        **data,
+        "can_choose": bool(
+            report
+            and not entry.board_choice
+            and request.user.is_authenticated
+            and (entry.owner_id == request.user.pk or request.user.is_staff)
+        ),
+    }
     if report:
         metrics = report["metrics"]
         histogram = metrics["failure_mode_histogram"]
@@ -328,6 +427,25 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "probes/submission.html", context)
 
 
+@login_required
+def choose(request: HttpRequest, pk: int) -> HttpResponse:
+    if request.method != "POST":
+        return redirect("probes:submission", pk=pk)
+    try:
+        entry = probe_submission(submission_id=pk, user=request.user)
+    except ProbeReportNotFound as exc:
+        raise Http404(str(exc)) from exc
+    try:
+        probe_submission_choose(user=request.user, submission=entry)
+    except ProbeChoiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request, f"Submission #{entry.pk} now represents {entry.model_name} on its boards."
+        )
+    return redirect("probes:submission", pk=pk)
+
+
 def report_json(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         report = probe_report(submission_id=pk, user=request.user)
@@ -353,6 +471,7 @@ urlpatterns = [
     path("", leaderboard, name="leaderboard"),
     path("submit/", submit, name="submit"),
     path("submissions/<int:pk>/", submission, name="submission"),
+    path("submissions/<int:pk>/choose/", choose, name="choose"),
     path("submissions/<int:pk>/report.json", report_json, name="report-json"),
     path("submissions/<int:pk>/report.md", report_md, name="report-md"),
 ]

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from benchmarks_app.services.probes.boards import (
+    EVERY_PHASE,
+    probe_board_refresh,
+    probe_board_refresh_for_phase,
+    probe_board_refresh_for_run,
+)
 from benchmarks_app.services.probes.ownership import ProbeOwnershipError
 from benchmarks_app.services.probes.processing import probe_run_process
 from benchmarks_app.services.probes.refusal import (
@@ -12,6 +18,10 @@ from benchmarks_app.services.probes.refusal import (
 )
 from benchmarks_app.services.probes.rules import JUDGE, pattern_rules_install_defaults
 from benchmarks_app.services.probes.submissions import (
+    ProbeChoiceError,
+    ProbeSubmissionRefused,
+    method_metadata,
+    probe_submission_choose,
     probe_submission_rescore,
     probe_submission_submit,
     probe_submission_upload,
@@ -20,14 +30,22 @@ from benchmarks_app.services.probes.suites import SuiteImport, probe_suite_impor
 from scoring.probes.io import ProbeFormatError
 
 __all__ = [
+    "EVERY_PHASE",
     "JUDGE",
+    "ProbeChoiceError",
     "ProbeFormatError",
     "ProbeOwnershipError",
+    "ProbeSubmissionRefused",
     "RefusalSignalError",
     "SuiteImport",
     "default_refusal_signal",
+    "method_metadata",
     "pattern_rules_install_defaults",
+    "probe_board_refresh",
+    "probe_board_refresh_for_phase",
+    "probe_board_refresh_for_run",
     "probe_run_process",
+    "probe_submission_choose",
     "probe_submission_rescore",
     "probe_submission_submit",
     "probe_submission_upload",

@@ -7,18 +7,27 @@ the scoring itself happens on the queue (:mod:`benchmarks_app.services.probes.pr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.files.uploadedfile import UploadedFile
+from django.core.validators import URLValidator
 from django.db import transaction
+from django.template.defaultfilters import pluralize
+from django.utils import timezone
 
 from benchmarks_app.models import (
     Benchmark,
     EvaluationRun,
+    Phase,
     ProbeSuite,
     Response,
     ResponseSubmission,
+    RunStatus,
 )
+from benchmarks_app.selectors.phases import PhaseClosed, phase_limits, phase_open_for
+from benchmarks_app.services.probes.boards import probe_board_refresh_for_submission
 from benchmarks_app.services.probes.ownership import (
     ProbeOwnershipError,
     model_name_normalize,
@@ -31,7 +40,7 @@ from benchmarks_app.services.probes.refusal import (
 )
 from benchmarks_app.services.probes.rules import judge_config, pattern_rules_install_defaults
 from benchmarks_app.services.runs import run_create
-from benchmarks_app.services.uploads import upload_too_large
+from benchmarks_app.services.uploads import json_document_problem, upload_too_large
 from scoring.probes.io import (
     ProbeFormatError,
     check_responses,
@@ -39,6 +48,84 @@ from scoring.probes.io import (
     parse_responses,
 )
 from scoring.probes.types import ResponseSpec
+
+
+class ProbeSubmissionRefused(ProbeFormatError):
+    """Refused before anything was stored: no phase of the suite is open
+    (``code="phase_closed"``) or the phase's quota is reached (``code="quota_exceeded"``).
+    ``message`` says which, with the phase's dates or the limit."""
+
+    def __init__(self, source: str, message: str, *, code: str, field: str = "suite") -> None:
+        self.message = message
+        self.code = code
+        self.field = field
+        super().__init__(source, [f"field '{field}': {message}"])
+
+
+METHOD_LIMITS = {"method_name": 100, "method_description": 500, "method_url": 500}
+
+
+def method_metadata(
+    *, method_name: str = "", method_description: str = "", method_url: str = "", source: str
+) -> dict[str, str]:
+    """The entry's method name, description and link, trimmed and checked; a
+    :class:`ProbeFormatError` naming each bad field."""
+    values = {
+        "method_name": " ".join((method_name or "").split()),
+        "method_description": (method_description or "").strip(),
+        "method_url": (method_url or "").strip(),
+    }
+    errors = [
+        f"field '{name}': at most {limit} characters (got {len(values[name])})"
+        for name, limit in METHOD_LIMITS.items()
+        if len(values[name]) > limit
+    ]
+    url = values["method_url"]
+    if url and len(url) <= METHOD_LIMITS["method_url"]:
+        try:
+            URLValidator(schemes=["http", "https"])(url)
+        except DjangoValidationError:
+            errors.append(f"field 'method_url': not an http(s) link: {url[:80]!r}")
+    if errors:
+        raise ProbeFormatError(source, errors)
+    return values
+
+
+def _phase_and_quota(suite: ProbeSuite, owner: Any, source: str) -> Phase | None:
+    """The phase a submission made now lands in; refused when none is open or the owner
+    reached the phase's daily or total limit (maintainers and staff are not limited)."""
+    try:
+        phase = phase_open_for(suite)
+    except PhaseClosed as exc:
+        raise ProbeSubmissionRefused(source, exc.message, code="phase_closed") from exc
+    daily, total = phase_limits(phase)
+    if phase is None or owner is None or getattr(owner, "is_staff", False):
+        return phase
+    mine = ResponseSubmission.objects.filter(phase=phase, owner_id=owner.pk)
+    if total is not None and mine.count() >= total:
+        raise ProbeSubmissionRefused(
+            source,
+            f"you have made {total} submission{pluralize(total)} in phase {phase.name!r}, "
+            f"its limit per entrant",
+            code="quota_exceeded",
+        )
+    if daily is not None:
+        since = timezone.now() - timedelta(days=1)
+        recent = list(
+            mine.filter(created_at__gt=since)
+            .order_by("created_at")
+            .values_list("created_at", flat=True)
+        )
+        if len(recent) >= daily:
+            again = recent[len(recent) - daily] + timedelta(days=1)
+            raise ProbeSubmissionRefused(
+                source,
+                f"you have made {daily} submission{pluralize(daily)} in phase {phase.name!r} "
+                f"in the last 24 hours, its daily limit; the next is possible from "
+                f"{again:%Y-%m-%d %H:%M} UTC",
+                code="quota_exceeded",
+            )
+    return phase
 
 
 def _run_config(suite: ProbeSuite, source: str = "suite") -> dict[str, Any]:
@@ -61,6 +148,9 @@ def probe_submission_submit(
     source_name: str = "",
     owner: Any = None,
     enqueue: bool = True,
+    method_name: str = "",
+    method_description: str = "",
+    method_url: str = "",
 ) -> EvaluationRun:
     """Store one model's responses to a suite and queue their scoring; all or nothing.
 
@@ -70,6 +160,10 @@ def probe_submission_submit(
     ``owner`` is the submitting user (None for the management command). A model name on a
     suite belongs to its first submitter; anybody else but staff gets a
     :class:`ProbeOwnershipError` (see :func:`model_name_refusal`).
+
+    When the suite has phases the submission lands in the open one (and counts against its
+    per-entrant limits); with none open it is refused with the phases' dates
+    (:class:`ProbeSubmissionRefused`). ``method_*`` describe the entry on the board.
     """
     source = source_name or f"{fmt} responses"
     suite = ProbeSuite.objects.filter(name=suite_name).first()
@@ -80,7 +174,17 @@ def probe_submission_submit(
     refusal = model_name_refusal(suite=suite, model_name=model_name, owner=owner)
     if refusal:
         raise ProbeOwnershipError(source, refusal)
+    metadata = method_metadata(
+        method_name=method_name,
+        method_description=method_description,
+        method_url=method_url,
+        source=source,
+    )
+    phase = _phase_and_quota(suite, owner, source)
     if responses is None:
+        document = json_document_problem(text or "", source) if fmt == "jsonl" else None
+        if document:
+            raise ProbeFormatError(source, [document])
         responses = parse_responses(text or "", fmt, source)
     probes = {p.probe_id: p for p in suite.probes.all()}
     if not probes:
@@ -97,11 +201,15 @@ def probe_submission_submit(
     refusal = model_name_refusal(suite=suite, model_name=model_name, owner=owner)
     if refusal:
         raise ProbeOwnershipError(source, refusal)
+    # Counted again under the lock: two uploads racing for the last slot get one.
+    phase = _phase_and_quota(suite, owner, source)
     submission = ResponseSubmission.objects.create(
         suite=suite,
         model_name=model_name,
         owner=owner if getattr(owner, "is_authenticated", False) else None,
         source_name=source_name[:300],
+        phase=phase,
+        **metadata,
     )
     Response.objects.bulk_create(
         [
@@ -122,6 +230,7 @@ def probe_submission_submit(
         created_by=owner,
         enqueue=enqueue,
         probe_submission=submission,
+        **({"phase": phase} if phase is not None else {}),
     )
 
 
@@ -134,6 +243,9 @@ def probe_submission_upload(
     fmt: str | None = None,
     owner: Any = None,
     enqueue: bool = True,
+    method_name: str = "",
+    method_description: str = "",
+    method_url: str = "",
 ) -> EvaluationRun:
     """``probe_submission_submit`` for an uploaded file, as the web form sends it.
 
@@ -156,6 +268,9 @@ def probe_submission_upload(
         source_name=name,
         owner=owner,
         enqueue=enqueue,
+        method_name=method_name,
+        method_description=method_description,
+        method_url=method_url,
     )
 
 
@@ -172,4 +287,41 @@ def probe_submission_rescore(
         judge_config=config,
         created_by=created_by,
         probe_submission=submission,
+        **({"phase": submission.phase} if submission.phase_id is not None else {}),  # type: ignore[arg-type]
     )
+
+
+class ProbeChoiceError(PermissionError):
+    """The entry cannot be chosen; ``message`` says why (not the user's, or never scored)."""
+
+    def __init__(self, message: str, *, code: str = "not_allowed") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@transaction.atomic
+def probe_submission_choose(*, user: Any, submission: ResponseSubmission) -> ResponseSubmission:
+    """Make ``submission`` the entry that represents its model on its boards.
+
+    One choice per (suite, model name, phase): choosing one unchooses the others. Only the
+    submission's owner (or staff, for the maintainers' entries) may choose it, and only a
+    scored one: a board row needs a report. The boards are rewritten before this returns.
+    """
+    if not (
+        getattr(user, "is_staff", False)
+        or (getattr(user, "is_authenticated", False) and submission.owner_id == user.pk)
+    ):
+        raise ProbeChoiceError("only the submission's owner may choose it as their entry")
+    if not submission.reports.filter(run__status=RunStatus.SUCCEEDED).exists():
+        raise ProbeChoiceError(
+            f"submission {submission.pk} has no scored run yet; choose it once it is scored",
+            code="not_scored",
+        )
+    ResponseSubmission.objects.filter(
+        suite_id=submission.suite_id, model_name=submission.model_name, phase=submission.phase
+    ).exclude(pk=submission.pk).update(board_choice=False)
+    ResponseSubmission.objects.filter(pk=submission.pk).update(board_choice=True)
+    submission.board_choice = True
+    probe_board_refresh_for_submission(submission=submission)
+    return submission

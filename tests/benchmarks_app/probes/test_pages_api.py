@@ -66,7 +66,10 @@ def test_page_with_geometry_has_the_scatter(client, suite, submit):
     }
     run = submit(suite_name="mini", model_name="geo", text=responses_jsonl(outputs))
     html = client.get(reverse("probes:submission", args=[run.probe_submission_id])).content.decode()
-    assert 'id="probe-scatter"' in html and html.count("<circle") == 12
+    # One mark per case (dots passed, crosses failed), plus the legend's own marks.
+    assert 'id="probe-scatter"' in html
+    assert html.count('class="case pass"') + html.count('class="case fail"') == 12
+    assert "SVD component 1" in html and "failed (0)" in html
 
 
 def test_empty_leaderboard_says_what_to_do(client, db):
