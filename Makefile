@@ -8,11 +8,14 @@ RUN := $(UV) run --frozen
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help uv venv migrate demo demo-data serve test test-real-llm test-postgres lint format bench remigrate clean
+.PHONY: help uv venv migrate demo demo-data serve manage test test-readme test-real-llm test-postgres lint format bench remigrate clean
 
 help:
 	@echo "make demo   - set up, load sample data, run all three benchmarks, serve the site"
+	@echo "make serve  - the site and a worker on HOST:PORT (default 127.0.0.1:8000), no reload"
+	@echo "make manage ARGS=\"...\" - any manage.py command through the project's venv, DEBUG=1"
 	@echo "make test   - run the test suite (SQLite; see .ci/run for PostgreSQL + Redis)"
+	@echo "make test-readme - every command block of README.md, run in a fresh shell"
 	@echo "make test-real-llm - the openai judge against llama-server with a small local model"
 	@echo "make lint   - ruff and mypy"
 	@echo "make bench  - speed benchmarks (figures and ratios)"
@@ -36,9 +39,21 @@ demo: demo-data
 serve: migrate
 	DEBUG=1 $(RUN) python manage.py demo_serve --host $(HOST) --port $(PORT)
 
+# Any manage.py command for local use, e.g. make manage ARGS="audit_leaderboard --format json":
+# uv and DEBUG=1 come from here, so a fresh shell needs neither on PATH nor in its environment.
+# A DEBUG, SECRET_KEY or DATABASE_URL already in the environment is kept.
+manage: venv
+	@DEBUG=$${DEBUG:-1} $(RUN) python manage.py $(ARGS)
+
 # The real_llm tests need a server (make test-real-llm); they skip without one anyway.
+# The readme test has a target of its own: it sets up a demo and serves it (a few minutes).
 test: venv
-	$(RUN) pytest -n 2 --dist loadfile -p no:cacheprovider -m "not real_llm"
+	$(RUN) pytest -n 2 --dist loadfile -p no:cacheprovider -m "not real_llm and not readme"
+
+# Every command block of README.md, run as written in a fresh shell (no ~/.local/bin on PATH,
+# no DEBUG, no SECRET_KEY) against a demo in a temporary database.
+test-readme: venv
+	$(RUN) pytest -p no:cacheprovider -m readme tests/test_readme_commands.py
 
 # The openai judge against a real OpenAI-compatible server: llama.cpp's llama-server with
 # SmolLM2-135M-Instruct on the CPU, built (first time, several minutes) and started by

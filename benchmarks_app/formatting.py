@@ -7,12 +7,39 @@ same three-decimal scores.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
+
+Number = int | float | Decimal
+
+
+def format_fixed(value: Number, digits: int, *, grouping: bool = False) -> str:
+    """``value`` with ``digits`` decimals: the one rounding rule of every number shown.
+
+    The rule is Python's own (``round(value, digits)``, ``f"{value:.3f}"``): the stored value
+    is rounded to the nearest number with ``digits`` decimals, an exact tie to the even last
+    digit. Pages (:mod:`benchmarks_app.views.tables`), the management commands, the demo and
+    the reports all format with it or with the same f-string, so they agree to the digits shown,
+    and the raw value a CSV download or the API returns rounds (``round(x, digits)``) to those
+    digits too. A stored float is rounded as stored: ``0.0595`` is held as 0.059499999…, so
+    it shows as ``0.059``; ``0.9375`` is exact and shows as ``0.938``. Django's
+    ``number_format`` is not used: it cuts digits off (``0.9375`` → ``0.937``). ``grouping``
+    adds thousands separators (``1,234.500``).
+    """
+    return format(value, f"{',' if grouping else ''}.{max(digits, 0)}f")
+
+
+def format_percent(value: Number, digits: int = 1) -> str:
+    """A fraction in [0, 1] as a percentage, ``100 * value`` rounded as :func:`format_fixed`.
+
+    The same product and rule as the audit reports' ``f"{100 * value:.1f}%"``.
+    """
+    return f"{format_fixed(100 * float(value), digits)}%"
 
 
 def format_score(value: float | None) -> str:
-    """A score to three decimals, or a dash when there is none."""
-    return "—" if value is None else f"{value:.3f}"
+    """A score to three decimals (:func:`format_fixed`), or a dash when there is none."""
+    return "—" if value is None else format_fixed(value, 3)
 
 
 def render_checklist_table(rows: list[dict[str, Any]]) -> str:
@@ -38,7 +65,9 @@ TIED_MARK = "≈ tied"
 
 def interval_text(low: float | None, high: float | None) -> str | None:
     """An interval as shown on the boards: low, an en dash, high (None: not computed)."""
-    return None if low is None or high is None else f"{low:.3f}\u2013{high:.3f}"
+    if low is None or high is None:
+        return None
+    return f"{format_fixed(low, 3)}\u2013{format_fixed(high, 3)}"
 
 
 def rank_range_text(low: int | None, high: int | None) -> str | None:

@@ -95,7 +95,7 @@ def secret_key(env: Mapping[str, str], *, debug: bool, key_file: Path | None = N
         raise ImproperlyConfiguredEnv(
             "SECRET_KEY is required when DEBUG is off. Set SECRET_KEY to a long random string "
             "(for example: python -c 'import secrets; print(secrets.token_urlsafe(50))'), "
-            "or set DEBUG=1 for local development."
+            'or set DEBUG=1 for local development (make manage ARGS="..." sets it for you).'
         )
     if key_file is None:
         return "dev-insecure-" + secrets.token_urlsafe(40)

@@ -20,7 +20,8 @@ returns the download (``?format=csv`` / ``?format=json``) or renders the table w
 Sorting happens in Python on the rows the selector returned (leaderboards are small), with
 missing values last in both directions. Rank is the position in the selector's own order,
 so re-sorting a column does not renumber the entries. Downloads carry raw values, not the
-formatted ones, in the order currently shown.
+formatted ones, in the order currently shown. Cells are rounded (never cut off) by
+:func:`benchmarks_app.formatting.format_fixed`, the rule of the command-line output.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ from urllib.parse import urlencode
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse
-from django.utils.formats import number_format
 from django.utils.text import slugify
+
+from benchmarks_app.formatting import format_fixed, format_percent
 
 Kind = Literal["text", "int", "float", "pct", "datetime"]
 NUMERIC_KINDS = {"int", "float", "pct"}
@@ -87,12 +89,14 @@ class Column:
     def display(self, value: Any) -> str:
         if value is None or value == "":
             return MISSING
+        # Rounded, never cut off, by the rule the CLI uses (formatting.format_fixed), so a page
+        # shows the digits the command line and a rounded CSV/API value show.
         if self.kind == "int":
-            return number_format(value, 0, force_grouping=True)
+            return format_fixed(value, 0, grouping=True)
         if self.kind == "float":
-            return number_format(value, self.digits, force_grouping=True)
+            return format_fixed(value, self.digits, grouping=True)
         if self.kind == "pct":
-            return f"{number_format(float(value) * 100, max(self.digits - 2, 0))}%"
+            return format_percent(value, max(self.digits - 2, 0))
         if self.kind == "datetime" and isinstance(value, datetime | date):
             return value.strftime("%Y-%m-%d %H:%M") if isinstance(value, datetime) else str(value)
         return str(value)

@@ -20,6 +20,7 @@ ligatures), :mod:`~scoring.checklist.segment` (questions in plain text),
 from __future__ import annotations
 
 import io
+import math
 import re
 import zipfile
 import zlib
@@ -33,7 +34,7 @@ from scoring.checklist.findings import (
     cap_words,
 )
 from scoring.checklist.latex import DEFAULT_WORD_CAP, extract_latex, strip_nul
-from scoring.checklist.pdf_text import clean_pages, join_hyphenated
+from scoring.checklist.pdf_text import clean_pages, join_hyphenated, title_from_runs
 from scoring.checklist.segment import checklist_start, parse_checklist_text, read_checklist_text
 
 # A zip is refused beyond this uncompressed size (zip bombs) or member count.
@@ -58,12 +59,39 @@ __all__ = [
 ]
 
 
+# Metadata titles that name the file or the tool, not the paper.
+_PLACEHOLDER_TITLE = re.compile(
+    r"(\.(tex|pdf|docx?|dvi)$|^(untitled|main|paper|title|microsoft word\b))", re.I
+)
+
+
+def _first_page_runs(reader: object) -> list[tuple[str, float]]:
+    """The first page's text runs with their rendered font size (font size times scaling)."""
+    runs: list[tuple[str, float]] = []
+
+    def visit(text: str, cm: list[float], tm: list[float], font: object, size: float) -> None:
+        scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
+        runs.append((text, round(float(size or 0) * scale, 2)))
+
+    try:
+        pages = getattr(reader, "pages", [])
+        if len(pages):
+            pages[0].extract_text(visitor_text=visit)
+    except Exception:  # a title is a nicety: a page pypdf cannot walk leaves it to the text
+        return []
+    return runs
+
+
 def _pdf_title(reader: object, body: str) -> str:
+    """The metadata title when it is one, else the largest text of the first page (all its
+    lines: :func:`~scoring.checklist.pdf_text.title_from_runs`), else the first long line."""
     try:
         meta = getattr(reader, "metadata", None)
-        title = str((meta.title if meta else None) or "").strip()
+        title = " ".join(str((meta.title if meta else None) or "").split())
     except Exception:  # metadata is optional and sometimes malformed
         title = ""
+    if len(title) < 8 or _PLACEHOLDER_TITLE.search(title):
+        title = title_from_runs(_first_page_runs(reader))
     if not title:
         title = next((ln.strip() for ln in body.splitlines() if len(ln.strip()) > 8), "")
     return strip_nul(title)[:500]

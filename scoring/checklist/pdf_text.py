@@ -280,3 +280,61 @@ def join_hyphenated(text: str) -> str:
     broken at its own hyphen before a capital or a digit ("AI-\\nReviewer") keeps it."""
     text = re.sub(r"([^\W\d_])-[ \t]*\n[ \t]*([a-z])", r"\1\2", text)
     return re.sub(r"(\w)-[ \t]*\n[ \t]*([A-Z0-9])", r"\1-\2", text)
+
+
+# --- The title --------------------------------------------------------------------------------
+
+# Runs of the first page looked at: the title is near the top, before the abstract.
+TITLE_RUNS = 80
+# Font sizes this close (points) are one size: a title's lines are set in one size.
+SIZE_TOLERANCE = 0.6
+# Marks set smaller inside or after a title (footnote stars, daggers, 1) are left out.
+_TITLE_MARK = re.compile(r"^[\W\d_]{1,4}$")
+_TITLE_TRAILING_MARKS = re.compile("[\\s\u2217*\u2020\u2021\u00a7\u00b6#%]+$")
+MAX_TITLE_CHARS = 300
+
+
+def _join_title_lines(parts: list[str]) -> str:
+    """Lines of a title as one line: a line broken after a hyphen keeps it, unspaced."""
+    text = ""
+    for part in parts:
+        for line in normalize_characters(part).splitlines():
+            line = " ".join(line.split())
+            if not line:
+                continue
+            if not text:
+                text = line
+            elif text.endswith("-") and text[-2:-1].isalpha():
+                # "Meta-" + "Album": titles are not hyphenated by the layout, so a line that
+                # ends in a hyphen breaks a compound, whose hyphen stays.
+                text += line
+            else:
+                text = f"{text} {line}"
+    return _TITLE_TRAILING_MARKS.sub("", text).strip()
+
+
+def title_from_runs(runs: list[tuple[str, float]]) -> str:
+    """A paper's title from its first page's text runs, ``(text, font size in points)``.
+
+    The title is the first stretch of runs in the largest font among the page's first
+    ``TITLE_RUNS``: every one of its lines, however many the layout broke it into ("Meta-Album:
+    Multi-domain Meta-Dataset for" / "Few-Shot Image Classification"). Small marks set inside
+    or after it (footnote stars) are left out; the first other run ends it. Empty when the page
+    has no text with a size, or its largest text is too short to be a title (a big page number,
+    a logo's letter).
+    """
+    head = [(text, size) for text, size in runs[:TITLE_RUNS] if text.strip() and size > 0]
+    sized = [size for text, size in head if sum(ch.isalnum() for ch in text) >= 3]
+    if not sized:
+        return ""
+    largest = max(sized)
+    parts: list[str] = []
+    for text, size in head:
+        if abs(size - largest) <= SIZE_TOLERANCE:
+            parts.append(text)
+        elif parts and size < largest and _TITLE_MARK.match(text.strip()):
+            continue
+        elif parts:
+            break
+    title = _join_title_lines(parts)[:MAX_TITLE_CHARS]
+    return title if sum(ch.isalpha() for ch in title) >= 4 else ""

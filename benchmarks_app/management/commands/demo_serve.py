@@ -8,6 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from benchmarks_app.demo import admin_password_line
+
 
 class Command(BaseCommand):
     help = "Serve the site on HOST:PORT with one qcluster worker beside it (for `make demo`)."
@@ -23,6 +25,10 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(f"Site: http://{address}/  Admin: http://{address}/admin/")
         )
+        # Printed again here: the demo's set-up output, with the password, has scrolled away.
+        self.stdout.write(self.style.SUCCESS(admin_password_line()))
+        self.stdout.write("Stop with Ctrl-C. Another address: make serve HOST=0.0.0.0 PORT=8080")
+        self.stdout.flush()
         try:
             subprocess.call(
                 [sys.executable, "manage.py", "runserver", "--noreload", address], env=env

@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from benchmarks_app.demo import audit, checklist, probes
+from benchmarks_app.demo import admin_password_save, audit, checklist, probes
 
 
 class Command(BaseCommand):
@@ -38,6 +38,7 @@ class Command(BaseCommand):
         user.is_staff = user.is_superuser = True
         user.set_password(password)
         user.save()
+        admin_password_save(username=username, password=password)
         verb = "Created" if created else "Reset password of"
         self.stdout.write(
             self.style.SUCCESS(f"\n{verb} superuser '{username}' with password: {password}")
