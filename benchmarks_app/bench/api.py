@@ -102,6 +102,7 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
         audit_release_create,
         audit_release_publish,
     )
+    from benchmarks_app.services.probes.boards import probe_board_refresh
 
     rng = random.Random(7 + start)
     numbers = range(start, start + entries)
@@ -188,6 +189,7 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
         )
         for i, run, sub in zip(numbers, probe_runs, submissions, strict=True)
     )
+    probe_board_refresh(suite=suite)
 
     # Checklist: one team per entry, each with one scored triplet.
     challenge, _ = Challenge.objects.get_or_create(name="Bench challenge", slug="bench")

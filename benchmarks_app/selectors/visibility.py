@@ -92,15 +92,31 @@ def visible_probe_submissions(user: Any) -> QuerySet[ResponseSubmission]:
 
 
 def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
-    """Audit and probe runs are public; checklist runs only to their team and staff."""
+    """Audit and probe runs are public; checklist runs only to their team and staff.
+
+    Runs of a hidden phase that has not been revealed are shown only to their entrant (the
+    run's creator, the scanner's or submission's owner, the checklist team) and staff: their
+    scores would otherwise leak the board the phase keeps hidden.
+    """
     qs = EvaluationRun.objects.select_related(
         "scanner", "probe_submission__suite", "checklist_submission__team"
     )
     if is_staff(user):
         return qs
-    return qs.filter(
-        Q(checklist_submission__isnull=True) | Q(checklist_submission__team_id__in=_team_ids(user))
+    team_ids = _team_ids(user)
+    qs = qs.filter(
+        Q(checklist_submission__isnull=True) | Q(checklist_submission__team_id__in=team_ids)
     )
+    hidden = Q(phase__is_hidden=True, phase__revealed_at__isnull=True)
+    if getattr(user, "is_authenticated", False):
+        own = (
+            Q(created_by_id=user.pk)
+            | Q(scanner__owner_id=user.pk)
+            | Q(probe_submission__owner_id=user.pk)
+            | Q(checklist_submission__team_id__in=team_ids)
+        )
+        return qs.filter(~hidden | own)
+    return qs.exclude(hidden)
 
 
 HIDDEN_PAPER_KINDS = (PaperKind.ADVERSARIAL, PaperKind.TRUTH)

@@ -31,6 +31,7 @@ from benchmarks_app.models import (
 from benchmarks_app.selectors.audit import audit_leaderboard
 from benchmarks_app.selectors.checklist import checklist_leaderboard
 from benchmarks_app.selectors.probes import probe_leaderboard
+from benchmarks_app.services.probes.boards import probe_board_refresh
 from tests.factories.common import (
     ChecklistRunFactory,
     ChecklistSubmissionFactory,
@@ -161,6 +162,7 @@ def _probe_entry(suite: ProbeSuite, model: str, resilience: float | None) -> Non
         resilience_index=resilience,
         pass_rate=resilience,
     )
+    probe_board_refresh(suite=suite)
 
 
 def test_probe_tables_sort_with_missing_values_last_one_suite_at_a_time(client):
