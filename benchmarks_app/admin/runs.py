@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import CharField, Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Cast, StrIndex, Substr
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from benchmarks_app.models import (
     AuditRepoResult,
@@ -19,6 +23,7 @@ from benchmarks_app.models import (
     RunPiece,
     RunStatus,
 )
+from benchmarks_app.selectors.runs import describe_failed_items, run_failed_items
 from benchmarks_app.services import runs as run_services
 
 
@@ -88,7 +93,32 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         return False
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [f.name for f in self.model._meta.concrete_fields]
+        return [
+            *(f.name for f in self.model._meta.concrete_fields),
+            "judge_calls",
+            "failed_item_list",
+        ]
+
+    @admin.display(description="Judge calls")
+    def judge_calls(self, obj: EvaluationRun) -> str:
+        """How many calls the ledger holds for this run, by status, linked to the list."""
+        counts = dict(
+            JudgeCall.objects.filter(run=obj)
+            .values("status")
+            .annotate(n=Count("id"))
+            .values_list("status", "n")
+        )
+        url = reverse("admin:benchmarks_app_judgecall_changelist") + f"?run={obj.pk}"
+        if not counts:
+            return "none"
+        by_status = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        return format_html('<a href="{}">{} call(s)</a> ({})', url, sum(counts.values()), by_status)
+
+    @admin.display(description="Failed items")
+    def failed_item_list(self, obj: EvaluationRun) -> str:
+        if not obj.failed_items:
+            return "—"
+        return describe_failed_items(run_failed_items(run=obj), limit=50) or "—"
 
     @admin.action(description="Resume selected failed or stalled runs (redo only what is missing)")
     def resume_runs(self, request: HttpRequest, queryset: QuerySet[EvaluationRun]) -> None:
@@ -121,22 +151,137 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         return f"{obj.progress_done}/{obj.progress_total}"
 
 
+class JudgeCallRunFilter(admin.SimpleListFilter):
+    """``?run=<id>``: one run's calls (the run's admin page links here); the latest runs with
+    calls are offered in the sidebar."""
+
+    title = "run"
+    parameter_name = "run"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        latest = list(
+            EvaluationRun.objects.filter(judge_calls__isnull=False)
+            .distinct()
+            .order_by("-id")
+            .values_list("pk", flat=True)[:15]
+        )
+        chosen = self.value()
+        if chosen and chosen.isdigit() and int(chosen) not in latest:
+            latest.insert(0, int(chosen))
+        return [(str(pk), f"#{pk}") for pk in latest]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[JudgeCall]) -> Any:
+        value = self.value()
+        if not value:
+            return queryset
+        if not value.isascii() or not value.isdigit() or len(value) > 18:
+            return queryset.none()
+        return queryset.filter(run_id=int(value))
+
+
+def _with_piece(queryset: QuerySet[JudgeCall]) -> QuerySet[JudgeCall]:
+    """Each call with the key of the run piece whose lease made it (``holder`` is
+    ``<piece id>:<attempt>``): the audit repo it served; empty for a single-piece run."""
+    holder_piece = Substr("holder", 1, StrIndex("holder", Value(":")) - 1)
+    pieces = RunPiece.objects.annotate(pk_text=Cast("pk", CharField())).filter(
+        pk_text=OuterRef("holder_piece")
+    )
+    return queryset.annotate(holder_piece=holder_piece).annotate(
+        piece_key=Subquery(pieces.values("key")[:1]),
+        piece_attempt=Subquery(pieces.values("attempt")[:1], output_field=IntegerField()),
+    )
+
+
+NOT_STORED_PROMPT = (
+    "Not stored: the ledger keeps the prompt's hash (below), which is also the key of its "
+    "cached verdict."
+)
+NOT_STORED_RESPONSE = (
+    "Not stored for answered calls: the parsed verdict below is what the judge answered."
+)
+
+
 @admin.register(JudgeCall)
 class JudgeCallAdmin(ReadOnlyAdmin):
+    """The judge ledger: each call with its run, the piece (audit repo) it served, how it
+    ended, and the verdict it gave (from the verdict cache, keyed by the prompt's hash)."""
+
     list_display = (
         "created_at",
-        "run",
+        "run_link",
+        "item",
+        "status",
         "judge",
         "model",
         "vote_number",
-        "status",
+        "attempt",
         "latency_ms",
         "tokens_in",
         "tokens_out",
     )
-    list_filter = ("status", "judge", "model")
+    list_filter = (JudgeCallRunFilter, "status", "judge", "model")
     search_fields = ("prompt_hash", "error")
     list_select_related = ("run",)
+    fields = (
+        "run_link",
+        "item",
+        "status",
+        "judge",
+        "model",
+        "vote_number",
+        "attempt",
+        "created_at",
+        "latency_ms",
+        "tokens_in",
+        "tokens_out",
+        "holder",
+        "prompt_hash",
+        "prompt",
+        "raw_response",
+        "parsed_verdict",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[JudgeCall]:
+        return _with_piece(super().get_queryset(request))
+
+    @admin.display(description="Run", ordering="run_id")
+    def run_link(self, obj: JudgeCall) -> str:
+        if obj.run_id is None:
+            return "—"
+        url = reverse("admin:benchmarks_app_evaluationrun_change", args=[obj.run_id])
+        calls = reverse("admin:benchmarks_app_judgecall_changelist") + f"?run={obj.run_id}"
+        return format_html(
+            '<a href="{}">run #{}</a> · <a href="{}">its calls</a>', url, obj.run_id, calls
+        )
+
+    @admin.display(description="Item")
+    def item(self, obj: JudgeCall) -> str:
+        key = getattr(obj, "piece_key", None)
+        attempt = getattr(obj, "piece_attempt", None)
+        if key is None:
+            return "—"
+        where = f"repo {key}" if key else "whole run"
+        return f"{where} (lease attempt {attempt})" if attempt else where
+
+    @admin.display(description="Prompt")
+    def prompt(self, obj: JudgeCall) -> str:
+        return NOT_STORED_PROMPT
+
+    @admin.display(description="Raw response")
+    def raw_response(self, obj: JudgeCall) -> str:
+        if obj.error:
+            return format_html("<pre>{}</pre>", obj.error)
+        return NOT_STORED_RESPONSE
+
+    @admin.display(description="Parsed verdict")
+    def parsed_verdict(self, obj: JudgeCall) -> str:
+        entry = JudgeCacheEntry.objects.filter(key=obj.prompt_hash).first()
+        if entry is None:
+            return "—" if obj.status not in ("ok", "cached") else "Not in the cache any more."
+        text = json.dumps(entry.response, indent=2, sort_keys=True, ensure_ascii=False)
+        url = reverse("admin:benchmarks_app_judgecacheentry_change", args=[entry.pk])
+        return format_html_join("", '<pre>{}</pre><a href="{}">cache entry</a>', [(text, url)])
 
 
 @admin.register(JudgeCacheEntry)

@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse as api_reverse
 from rest_framework.views import APIView
 
+from benchmarks_app.api.filters import StrictBooleanFilter
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.leaderboards import (
@@ -29,6 +30,7 @@ from benchmarks_app.selectors.leaderboards import (
     benchmark_summaries,
     own_submissions,
 )
+from benchmarks_app.selectors.run_metrics import run_metrics
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_runs
 from scoring.judges import failures
@@ -172,14 +174,39 @@ class RunDetailSerializer(RunSerializer):
         help_text="Why the failed items could not be judged, most frequent cause first; empty "
         "unless the run ended with failed items."
     )
+    metrics = serializers.SerializerMethodField(
+        help_text="The run's headline metrics, null while it is queued or running or when it "
+        "ended without results. Audit: precision, recall, f1 and their *_with_partial forms "
+        "over the run's repos (null ratios when a repo has unjudged truth findings), with the "
+        "counts; probes: resilience_index, pass_rate, severity_weighted_pass_rate, "
+        "high_stakes_failure_rate; checklist: c_g, c_a, c_t, r, s. Always is_complete."
+    )
+    items = serializers.SerializerMethodField(help_text="The run's per-item results, paged.")
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "repos", "judge_config", "failure_causes"]
+        fields = [
+            *RunSerializer.Meta.fields,
+            "repos",
+            "judge_config",
+            "failure_causes",
+            "metrics",
+            "items",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(FailureCauseSerializer(many=True))
     def get_failure_causes(self, run: EvaluationRun) -> list[dict[str, object]]:
         return [c.as_dict() for c in ended_run_failure_causes(run=run)]
+
+    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
+    def get_metrics(self, run: EvaluationRun) -> dict[str, Any] | None:
+        return run_metrics(run=run)
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_items(self, run: EvaluationRun) -> str:
+        return str(
+            api_reverse("api:run-items", kwargs={"pk": run.pk}, request=self.context.get("request"))
+        )
 
 
 MAX_ID = 2**63 - 1  # the largest primary key the databases store
@@ -209,8 +236,9 @@ class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
 class RunFilter(django_filters.FilterSet):
     benchmark = django_filters.ChoiceFilter(choices=Benchmark.choices)
     status = django_filters.MultipleChoiceFilter(choices=RunStatus.choices)
-    active = django_filters.BooleanFilter(method="filter_active", label="Queued or running")
-    mine = django_filters.BooleanFilter(method="filter_mine", label="Started by me")
+    active = StrictBooleanFilter(method="filter_active", label="Queued or running")
+    mine = StrictBooleanFilter(method="filter_mine", label="Started by me")
+    is_complete = StrictBooleanFilter(field_name="is_complete")
     created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
     # Plain ids, not model choices: a choice filter answers 400 for an id that does not exist
@@ -265,7 +293,8 @@ class RunListView(generics.ListAPIView):
 
 
 class RunDetailView(generics.RetrieveAPIView):
-    """One run; poll it while ``is_active`` to follow its progress."""
+    """One run; poll it while ``is_active`` to follow its progress. Once it has ended,
+    ``metrics`` holds its headline figures and ``items`` links to its per-item results."""
 
     serializer_class = RunDetailSerializer
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from benchmarks_app.api import runs as api_runs
 from benchmarks_app.api import shared
 from benchmarks_app.api.auth import token_view
 from benchmarks_app.api.checklist_extract import ChecklistExtractView
@@ -23,9 +24,13 @@ urlpatterns = [
     path("benchmarks/", shared.BenchmarkListView.as_view(), name="benchmark-list"),
     path("runs/", shared.RunListView.as_view(), name="run-list"),
     path("runs/<int:pk>/", shared.RunDetailView.as_view(), name="run-detail"),
+    path("runs/<int:pk>/items/", api_runs.RunItemsView.as_view(), name="run-items"),
+    path("runs/<int:pk>/cancel/", api_runs.RunCancelView.as_view(), name="run-cancel"),
     path("submissions/", shared.OwnSubmissionListView.as_view(), name="submission-list"),
     path("audit/", include("benchmarks_app.api.audit")),
     path("probes/", include("benchmarks_app.api.probes")),
     path("checklist/extract/", ChecklistExtractView.as_view(), name="checklist-extract"),
     path("checklist/", include("benchmarks_app.api.checklist")),
+    path("webhooks/", include("benchmarks_app.api.notifications")),
+    path("checklist/", include("benchmarks_app.api.checklist_actions")),
 ]

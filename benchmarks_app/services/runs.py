@@ -32,7 +32,16 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.models.runs import ACTIVE_STATUSES
-from benchmarks_app.selectors.runs import run_failure_causes
+from benchmarks_app.selectors.runs import (
+    FINGERPRINT_KEY,
+    describe_failed_items,
+    permanent_text,
+    run_failed_items,
+    run_failure_causes,
+    run_judge_fingerprint,
+    run_resume_blocker,
+    stored_judge_config,
+)
 from benchmarks_app.services.leases import (
     LeaseKeeper,
     LeaseLost,
@@ -304,12 +313,27 @@ def run_finish(
     With failed items and no ``error``, the run's error says why they failed and what to do
     (:func:`scoring.judges.failures.headline`): resume for the causes a resume can fix, the
     setting or server to change for the others. The causes are ``failure_causes``, by default
-    those of the run's failed items (:func:`run_failure_causes`); ``failure_note`` follows.
+    those of the run's failed items (:func:`run_failure_causes`); then, unless causes were
+    given, the failed items by name with their reasons, and what resuming cannot fix;
+    ``failure_note`` comes last. The judge's settings are fingerprinted on the run, so that a
+    resume can tell whether anything a permanent failure depends on has changed.
     """
     status = RunStatus.FAILED if failed_items or error else RunStatus.SUCCEEDED
+    config = None
     if failed_items and not error:
+        # Given causes are used as they are; a probe run's items are named all the same
+        # (its processor gives causes because it stores no row for an unlabelled response).
+        named = failure_causes is None or run.benchmark == Benchmark.PROBES
+        items = run_failed_items(run=run, ending=True) if named else []
         causes = failure_causes if failure_causes is not None else run_failure_causes(run=run)
-        error = " ".join(part for part in (headline(causes, failed_items), failure_note) if part)
+        parts = (
+            headline(causes, failed_items),
+            describe_failed_items(items),
+            permanent_text(items),
+            failure_note,
+        )
+        error = " ".join(part for part in parts if part)
+        config = {**stored_judge_config(run.pk), FINGERPRINT_KEY: run_judge_fingerprint(run)}
     with transaction.atomic():
         lease_fence()
         EvaluationRun.objects.filter(pk=run.pk).update(
@@ -319,6 +343,7 @@ def run_finish(
             error=error[:10000],
             finished_at=timezone.now(),
             updated_at=timezone.now(),
+            **({"judge_config": config} if config is not None else {}),
         )
     run.refresh_from_db()
     run_ended(run=run)
@@ -345,11 +370,16 @@ def _run_fail(run_id: int, error: str) -> None:
         run_ended(run=EvaluationRun.objects.get(pk=run_id))
 
 
+CANCELLABLE = (RunStatus.QUEUED, RunStatus.WAITING)
+
+
 def run_cancel(*, run: EvaluationRun) -> EvaluationRun:
-    """Cancel a queued run; its pieces that nobody holds are dropped from the queue's view."""
+    """Cancel a queued run, or one paused waiting for the judge (nobody holds its pieces);
+    its pieces that nobody holds are dropped from the queue's view. A run in any other status
+    is returned unchanged."""
     with transaction.atomic():
-        if EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
-            status=RunStatus.CANCELLED, finished_at=timezone.now()
+        if EvaluationRun.objects.filter(pk=run.pk, status__in=CANCELLABLE).update(
+            status=RunStatus.CANCELLED, finished_at=timezone.now(), updated_at=timezone.now()
         ):
             RunPiece.objects.filter(
                 run_id=run.pk, status__in=[PieceStatus.QUEUED, PieceStatus.WAITING]
@@ -375,7 +405,11 @@ def run_is_stalled(run: EvaluationRun) -> bool:
 
 @transaction.atomic
 def run_resume(*, run: EvaluationRun) -> EvaluationRun:
-    """Queue a failed, cancelled, paused or stalled run again; it redoes only missing items."""
+    """Queue a failed, cancelled, paused or stalled run again; it redoes only missing items.
+
+    Refused (:class:`RunNotResumable`, saying what to change) when every failed item would
+    fail the same way again (:func:`run_resume_blocker`).
+    """
     run = EvaluationRun.objects.select_for_update().get(pk=run.pk)
     resumable = run.status in (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.WAITING)
     if not resumable and not run_is_stalled(run):
@@ -383,6 +417,8 @@ def run_resume(*, run: EvaluationRun) -> EvaluationRun:
             f"Run #{run.pk} is {run.status}; only failed, cancelled, paused or stalled runs "
             "resume (a worker holds this one, or its task was sent moments ago)."
         )
+    if blocker := run_resume_blocker(run):
+        raise RunNotResumable(blocker)
     run.status = RunStatus.QUEUED
     run.error = ""
     run.failed_items = 0
