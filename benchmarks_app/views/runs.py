@@ -14,9 +14,16 @@ from django.views.decorators.cache import never_cache
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
-from benchmarks_app.selectors.runs import ended_run_failure_causes
+from benchmarks_app.selectors.runs import (
+    ended_run_failure_causes,
+    run_failed_items,
+    run_resume_blocker,
+)
 from benchmarks_app.selectors.visibility import visible_runs
 from scoring.judges.failures import FailureCause
+
+# A failed run's page lists this many of its failed items; the rest are counted.
+FAILED_ITEMS_SHOWN = 20
 
 app_name = "runs"
 
@@ -120,6 +127,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(visible_runs(request.user).prefetch_related("repos"), pk=pk)
     causes = ended_run_failure_causes(run=run)
+    failed = run_failed_items(run=run) if run.status == RunStatus.FAILED else []
     return render(
         request,
         "runs/detail.html",
@@ -128,6 +136,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "status": status_payload(run, causes=causes),
             "is_active": run.status in ACTIVE,
             "causes": causes,
+            "failed": failed[:FAILED_ITEMS_SHOWN],
+            "failed_more": max(0, len(failed) - FAILED_ITEMS_SHOWN),
+            "resume_blocker": run_resume_blocker(run) if failed else "",
         },
     )
 
