@@ -18,6 +18,7 @@ CONTEXT = "context"  # the prompt does not fit the server's context, even split
 TRUNCATED = "truncated"  # the answer hit the answer bound twice
 INVALID = "invalid"  # the answer did not parse or validate twice
 REJECTED = "rejected"  # the server refused the request (4xx other than context)
+REPLAY = "replay"  # the replay judge has no recorded verdict: asking again cannot change it
 OTHER = "other"
 
 RESUMABLE = frozenset({TRANSIENT, INVALID})
@@ -34,6 +35,8 @@ ADVICE = {
     "stronger model (JUDGE_MODEL) or a server that enforces json_schema.",
     REJECTED: "The server refused the request: check OPENAI_BASE_URL, OPENAI_API_KEY and "
     "JUDGE_MODEL, then resume.",
+    REPLAY: "The replay judge only repeats recorded verdicts: add verdicts for these items to "
+    "the recording, or evaluate with a live judge (openai:MODEL) or the offline judge.",
     OTHER: "See the error; resume the run once it is fixed.",
 }
 

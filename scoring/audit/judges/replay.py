@@ -10,8 +10,14 @@ from typing import Any
 from scoring.audit.judges.prompts import PROMPT_VERSION, build_user_prompt
 from scoring.audit.matching import invalid_reason
 from scoring.audit.types import AuditVerdict, ScanItem, TruthItem, neither
+from scoring.judges import failures
 from scoring.judges.consensus import VoteFailed
 from scoring.judges.llm import JudgeCache, Recorder, local_call
+
+
+def _replay(reason: str) -> str:
+    # Tagged so that the run's error gives the replay advice, not "resume once it is fixed".
+    return failures.tag(failures.REPLAY, f"replay: {reason}")
 
 
 class ReplayAuditJudge:
@@ -47,13 +53,13 @@ class ReplayAuditJudge:
         if repo not in self._rows:
             path = self.folder / f"{repo}_results.json"
             if not path.is_file():
-                raise VoteFailed(f"replay: no recorded results {path}")
+                raise VoteFailed(_replay(f"no recorded results {path}"))
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise VoteFailed(f"replay: cannot read {path}: {exc}") from exc
+                raise VoteFailed(_replay(f"cannot read {path}: {exc}")) from exc
             if not isinstance(data, list):
-                raise VoteFailed(f"replay: {path} is not a list of results")
+                raise VoteFailed(_replay(f"{path} is not a list of results"))
             self._rows[repo] = [r for r in data if isinstance(r, dict) and not r.get("is_fp")]
         return self._rows[repo]
 
@@ -65,12 +71,12 @@ class ReplayAuditJudge:
 
     def decide(self, truth: TruthItem, batch: Sequence[ScanItem]) -> AuditVerdict:
         if truth.key not in self._positions:
-            raise VoteFailed(f"replay: truth {truth.finding_id} was not registered")
+            raise VoteFailed(_replay(f"truth {truth.finding_id} was not registered"))
         repo, position = self._positions[truth.key]
         rows = self.rows(repo)
         if position >= len(rows):
             raise VoteFailed(
-                f"replay: {repo} has {len(rows)} recorded truth results, none for #{position}"
+                _replay(f"{repo} has {len(rows)} recorded truth results, none for #{position}")
             )
         row = rows[position]
         index = int(row.get("index_of_finding_from_junior_auditor", -1))
