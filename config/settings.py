@@ -160,6 +160,8 @@ JUDGE_BATCH_SIZE = envparse.env_int(ENV, "JUDGE_BATCH_SIZE", 10, minimum=1)
 JUDGE_TIMEOUT_S = envparse.env_float(ENV, "JUDGE_TIMEOUT_S", 120.0)
 JUDGE_MAX_RETRIES = envparse.env_int(ENV, "JUDGE_MAX_RETRIES", 4, minimum=0)
 JUDGE_CONCURRENCY = envparse.env_int(ENV, "JUDGE_CONCURRENCY", 4, minimum=1)
+JUDGE_RPM = envparse.env_int(ENV, "JUDGE_RPM", 0, minimum=0)
+JUDGE_TPM = envparse.env_int(ENV, "JUDGE_TPM", 0, minimum=0)
 JUDGE_JSON_MODE = envparse.env_bool(ENV, "JUDGE_JSON_MODE", False)
 # Bound on every judge answer; reasoning models spend hidden reasoning from the same budget.
 JUDGE_MAX_ANSWER_TOKENS = envparse.env_int(ENV, "JUDGE_MAX_ANSWER_TOKENS", 4096, minimum=16)
@@ -216,6 +218,33 @@ PROBE_REFUSAL_JUDGE_ITERATIONS = envparse.env_int(
 CHECKLIST_DAILY_LIMIT = envparse.env_int(ENV, "CHECKLIST_DAILY_LIMIT", 3, minimum=0)
 CHECKLIST_TOTAL_LIMIT = envparse.env_int(ENV, "CHECKLIST_TOTAL_LIMIT", 20, minimum=0)
 CHECKLIST_BODY_WORD_CAP = envparse.env_int(ENV, "CHECKLIST_BODY_WORD_CAP", 15000, minimum=100)
+
+# E-mail (password reset, run-end notifications): printed on the console unless an SMTP
+# server is configured; setting EMAIL_HOST alone switches to SMTP.
+EMAIL_BACKEND = ENV.get("EMAIL_BACKEND", "").strip() or (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if ENV.get("EMAIL_HOST", "").strip()
+    else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_HOST = ENV.get("EMAIL_HOST", "").strip() or "localhost"
+EMAIL_PORT = envparse.env_int(ENV, "EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = ENV.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = ENV.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envparse.env_bool(ENV, "EMAIL_USE_TLS", False)
+# A stalled mail server must not hold a queue worker forever.
+EMAIL_TIMEOUT = envparse.env_int(ENV, "EMAIL_TIMEOUT", 20, minimum=1)
+DEFAULT_FROM_EMAIL = ENV.get("DEFAULT_FROM_EMAIL", "evalplatform@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# The site's public address: links in e-mails and webhook payloads sent from the queue, where
+# there is no request to take it from.
+SITE_URL = ENV.get("SITE_URL", "http://localhost:8000").strip().rstrip("/")
+# Webhooks. Outside DEBUG, URLs that resolve to private, loopback or link-local addresses are
+# refused (the site would otherwise POST into its own network: SSRF).
+WEBHOOK_ALLOW_PRIVATE = envparse.env_bool(ENV, "WEBHOOK_ALLOW_PRIVATE", DEBUG)
+WEBHOOK_TIMEOUT_S = envparse.env_float(ENV, "WEBHOOK_TIMEOUT_S", 10.0)
+# Attempts per delivery, the first included; retries wait 30 s, 2 min, 10 min, 1 h, then 6 h.
+WEBHOOK_MAX_ATTEMPTS = envparse.env_int(ENV, "WEBHOOK_MAX_ATTEMPTS", 6, minimum=1)
+WEBHOOKS_PER_USER = envparse.env_int(ENV, "WEBHOOKS_PER_USER", 10, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -28,3 +28,7 @@ JUDGE_DEFAULT = "offline"
 # Tests log in with ``Client.login`` (no request, which django-axes needs); the lockout tests
 # switch it on with ``override_settings(AXES_ENABLED=True)``.
 AXES_ENABLED = False
+# E-mail goes to ``django.core.mail.outbox``; webhooks may point at a local receiver.
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+SITE_URL = "http://testserver"
+WEBHOOK_ALLOW_PRIVATE = True
