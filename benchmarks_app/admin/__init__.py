@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
-from benchmarks_app.admin import audit, checklist, probes, runs
+from benchmarks_app.admin import (
+    audit,
+    checklist,
+    notifications,
+    phases,
+    probes,
+    runs,
+)
 
-__all__ = ["audit", "checklist", "probes", "runs"]
+__all__ = ["audit", "checklist", "notifications", "phases", "probes", "runs"]

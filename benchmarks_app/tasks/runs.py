@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from benchmarks_app.services.runs import piece_process
 from benchmarks_app.services.sweeper import runs_sweep
+from benchmarks_app.services.webhooks import deliveries_sweep
 
 
 def process_run_piece(piece_id: int) -> None:
@@ -12,5 +13,7 @@ def process_run_piece(piece_id: int) -> None:
 
 
 def sweep_runs() -> str:
-    """Re-queue what no live worker is doing (the schedule calls this every minute)."""
-    return str(runs_sweep())
+    """Re-queue what no live worker is doing (the schedule calls this every minute): run
+    pieces, and webhook deliveries whose retry was lost or whose worker died mid-attempt."""
+    overdue = deliveries_sweep()
+    return f"{runs_sweep()}; {len(overdue)} overdue webhook delivery(ies) queued"
