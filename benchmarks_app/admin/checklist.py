@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.forms import ModelForm
 from django.http import HttpRequest
 from simple_history.admin import SimpleHistoryAdmin
 
+from benchmarks_app.admin.phases import PhaseInline
 from benchmarks_app.models import (
     Challenge,
     ChecklistAnswer,
@@ -14,9 +18,13 @@ from benchmarks_app.models import (
     Paper,
     Team,
 )
+from benchmarks_app.models.boards import ChecklistBoardRow
 from benchmarks_app.services.checklist import (
     ChecklistSubmissionError,
+    checklist_board_refresh,
+    checklist_boards_refresh_for_team,
     checklist_submission_assess,
+    team_flags_set,
 )
 
 
@@ -33,6 +41,7 @@ class ChallengeAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "is_open", "daily_limit", "total_limit")
     list_filter = ("is_open",)
     prepopulated_fields = {"slug": ("name",)}
+    inlines = [PhaseInline]
 
 
 class MembershipInline(admin.TabularInline):
@@ -42,13 +51,55 @@ class MembershipInline(admin.TabularInline):
     raw_id_fields = ("user",)
 
 
+def _set_flags(request: HttpRequest, queryset: QuerySet[Team], **flags: bool) -> None:
+    for team in queryset:
+        team_flags_set(team=team, **flags)
+    messages.success(request, f"Updated {queryset.count()} team(s); their boards were rewritten.")
+
+
+@admin.action(description="Mark as baseline (ranked, shown with a badge)")
+def mark_baseline(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Team]
+) -> None:
+    _set_flags(request, queryset, is_baseline=True)
+
+
+@admin.action(description="Unmark baseline")
+def unmark_baseline(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Team]
+) -> None:
+    _set_flags(request, queryset, is_baseline=False)
+
+
+@admin.action(description="Mark internal (off every public board)")
+def mark_internal(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Team]
+) -> None:
+    _set_flags(request, queryset, is_internal=True)
+
+
+@admin.action(description="Unmark internal (back on the boards)")
+def unmark_internal(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Team]
+) -> None:
+    _set_flags(request, queryset, is_internal=False)
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ("name", "challenge", "created_at")
-    list_filter = ("challenge",)
+    list_display = ("name", "challenge", "owner", "is_internal", "is_baseline", "created_at")
+    list_filter = ("challenge", "is_internal", "is_baseline")
     search_fields = ("name", "members__username", "invite_code")
     readonly_fields = ("invite_code",)
+    raw_id_fields = ("owner",)
     inlines = [MembershipInline]
+    actions = [mark_baseline, unmark_baseline, mark_internal, unmark_internal]
+
+    def save_model(self, request: HttpRequest, obj: Team, form: ModelForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # Internal teams leave the boards and baselines get their badge: rewrite its boards.
+        if change and {"is_internal", "is_baseline"} & set(form.changed_data):
+            checklist_boards_refresh_for_team(team=obj)
 
 
 class PaperInline(admin.TabularInline):
@@ -87,10 +138,22 @@ def assess_openai(
 
 @admin.register(ChecklistSubmission)
 class ChecklistSubmissionAdmin(admin.ModelAdmin):
-    list_display = ("id", "team", "kind", "status", "submitted_by", "created_at")
-    list_filter = ("status", "kind", "challenge")
-    search_fields = ("team__name", "label")
-    list_select_related = ("team", "submitted_by")
+    list_display = (
+        "id",
+        "team",
+        "kind",
+        "status",
+        "phase",
+        "board_choice",
+        "method_name",
+        "submitted_by",
+        "created_at",
+    )
+    list_filter = ("status", "kind", "challenge", "phase", "board_choice")
+    search_fields = ("team__name", "label", "method_name")
+    list_select_related = ("team", "submitted_by", "phase")
+    # The choice is the team's (its members choose on the site); the phase is where it landed.
+    readonly_fields = ("board_choice", "phase")
     inlines = [PaperInline]
     actions = [assess_offline, assess_openai]
 
@@ -111,3 +174,30 @@ class PaperAdmin(admin.ModelAdmin):
 
 
 # --- results (read-only: appended by assessment runs) and curation actions ------------------
+
+
+@admin.action(description="Rebuild these boards from the scores")
+def rebuild_boards(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[ChecklistBoardRow]
+) -> None:
+    boards = {(row.challenge, row.phase) for row in queryset.select_related("challenge", "phase")}
+    for challenge, phase in boards:
+        checklist_board_refresh(challenge=challenge, phase=phase)
+    messages.success(request, f"Rebuilt {len(boards)} board(s).")
+
+
+@admin.register(ChecklistBoardRow)
+class ChecklistBoardRowAdmin(admin.ModelAdmin):
+    """Derived rows (rewritten when runs end or choices change): read-only here."""
+
+    list_display = ("challenge", "phase", "position", "team", "submission", "s", "is_baseline")
+    list_filter = ("challenge", "phase", "is_baseline")
+    search_fields = ("team__name",)
+    list_select_related = ("challenge", "phase", "team")
+    actions = [rebuild_boards]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -13,7 +13,7 @@ from typing import Any
 from django.http import FileResponse, Http404
 from django.urls import path, reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
@@ -21,11 +21,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
-from benchmarks_app.models import Challenge, PaperKind, SubmissionKind
+from benchmarks_app.api.checklist_board import ChecklistLeaderboardView
+from benchmarks_app.models import Challenge, PaperKind
 from benchmarks_app.selectors.checklist import (
     SubmissionDetail,
-    checklist_leaderboard,
     checklist_quota,
     checklist_submission_detail,
     default_challenge,
@@ -37,6 +36,7 @@ from benchmarks_app.selectors.checklist import (
 )
 from benchmarks_app.services.checklist import (
     ChecklistSubmissionError,
+    NotAllowed,
     PaperUpload,
     QuotaExceeded,
     checklist_submission_assess,
@@ -58,52 +58,12 @@ class QuotaExceededError(exceptions.APIException):
 def _refusal(exc: ChecklistSubmissionError) -> exceptions.APIException:
     if isinstance(exc, QuotaExceeded):
         return QuotaExceededError(exc.message)
-    if exc.code == "not_allowed":
-        return exceptions.PermissionDenied(exc.message)
+    if isinstance(exc, NotAllowed):
+        return exceptions.PermissionDenied(exc.message, code=exc.code)
     return exceptions.ValidationError({exc.field or "non_field_errors": [exc.message]})
 
 
 # --- serializers ---------------------------------------------------------------------------
-
-
-class ChecklistLeaderboardRowSerializer(serializers.Serializer):
-    """A team's best entry. Scores only: papers and per-question feedback stay private."""
-
-    rank = serializers.IntegerField(
-        help_text="Position by S, then C_G, then the earlier submission."
-    )
-    team = serializers.CharField(help_text="Team name.")
-    challenge = serializers.CharField(help_text="Challenge slug.")
-    submission = serializers.IntegerField(help_text="Id of the team's best submission.")
-    kind = serializers.ChoiceField(
-        choices=SubmissionKind.choices, help_text="G: genuine paper only; GAT: a triplet."
-    )
-    c_g = serializers.FloatField(help_text="Share of correct judgements on the genuine paper.")
-    c_a = serializers.FloatField(help_text="The same on the adversarial paper (0 for G only).")
-    c_t = serializers.FloatField(
-        help_text="The same on the truth-adversarial paper (0 for G only)."
-    )
-    r = serializers.FloatField(
-        help_text="Share of A's answers whose verdict matches A's agreement with T."
-    )
-    s = serializers.FloatField(help_text="Overall score C_G · C_A · (1 - R) · C_T.")
-    s_ci = serializers.SerializerMethodField(
-        help_text="95% bootstrap interval [low, high] of S over the questions (see README); "
-        "null for scores written before intervals were stored."
-    )
-    rank_low = serializers.IntegerField(help_text="Best rank the intervals allow.")
-    rank_high = serializers.IntegerField(help_text="Worst rank the intervals allow.")
-    tied = serializers.BooleanField(help_text="The interval overlaps the entry above's.")
-    created_at = serializers.DateTimeField(help_text="When the submission was made.")
-
-    @extend_schema_field(serializers.ListField(child=serializers.FloatField(), allow_null=True))
-    def get_s_ci(self, row: dict[str, Any]) -> list[float] | None:
-        if row["ci_low"] is None or row["ci_high"] is None:
-            return None
-        return [row["ci_low"], row["ci_high"]]
-
-
-CHECKLIST_ORDERING = ["rank", "team", "s", "c_g", "c_a", "c_t", "r", "created_at"]
 
 
 class SubmissionCreateSerializer(serializers.Serializer):
@@ -118,6 +78,21 @@ class SubmissionCreateSerializer(serializers.Serializer):
         required=False,
         default=False,
         help_text="Queue the assessment at once instead of after reviewing the extraction.",
+    )
+    method_name = serializers.CharField(
+        required=False, allow_blank=True, max_length=100, help_text="The method's name."
+    )
+    method_description = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        help_text="What the method does, in a few sentences.",
+    )
+    method_url = serializers.URLField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        help_text="A link about the method (paper, code).",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -150,6 +125,11 @@ def _summary_json(request: Request, submission: Any) -> dict[str, Any]:
         "label": submission.label,
         "error": submission.error,
         "created_at": submission.created_at,
+        "phase": submission.phase.slug if submission.phase_id else None,
+        "board_choice": submission.board_choice,
+        "method_name": submission.method_name,
+        "method_description": submission.method_description,
+        "method_url": submission.method_url,
         "score": _score_json(scores[0] if scores else None),
         "url": request.build_absolute_uri(
             reverse("api:checklist-submission-detail", args=[submission.pk])
@@ -214,35 +194,6 @@ def _detail_json(request: Request, detail: SubmissionDetail) -> dict[str, Any]:
 # --- views ---------------------------------------------------------------------------------
 
 
-class ChecklistLeaderboardView(LeaderboardListView):
-    """Each team's best entry, ranked by S, then C_G, then the earliest submission.
-
-    Paginated (`page`, `page_size`); `challenge` picks the challenge (the newest open one
-    otherwise: challenges are never ranked together); `ordering` re-orders the rows, keeping
-    their rank.
-    """
-
-    serializer_class = ChecklistLeaderboardRowSerializer
-    ordering_fields = CHECKLIST_ORDERING
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("challenge", str, description="Only this challenge (its slug)."),
-            ordering_parameter(CHECKLIST_ORDERING, "rank"),
-        ]
-    )
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
-
-    def get_rows(self) -> list[dict[str, Any]]:
-        slug = self.request.query_params.get("challenge") or None
-        if slug is not None and not SLUG_RE.fullmatch(slug):
-            # No challenge has such a slug: an empty board, as for any unknown slug, without
-            # sending NUL or other bytes PostgreSQL refuses to the database.
-            return []
-        return checklist_leaderboard(challenge_slug=slug)
-
-
 class ChecklistSubmissionListView(APIView):
     """GET: your teams' submissions. POST (multipart): a G paper, or a G/A/T triplet."""
 
@@ -283,6 +234,9 @@ class ChecklistSubmissionListView(APIView):
                 files=files,
                 label=data.get("label", ""),
                 assess=data.get("assess", False),
+                method_name=data.get("method_name", ""),
+                method_description=data.get("method_description", ""),
+                method_url=data.get("method_url", ""),
             )
         except ChecklistSubmissionError as exc:
             raise _refusal(exc) from exc

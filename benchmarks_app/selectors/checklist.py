@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Prefetch, QuerySet, Subquery, Value, When
+from django.db.models import Case, Prefetch, QuerySet, Value, When
 from django.utils import timezone
 
 from benchmarks_app.models import (
@@ -23,16 +23,17 @@ from benchmarks_app.models import (
     Membership,
     Paper,
     PaperKind,
+    Phase,
     Team,
 )
+from benchmarks_app.selectors.checklist_boards import board_row_dict, checklist_board
+from benchmarks_app.selectors.phases import PhaseClosed, phase_open_for
 from benchmarks_app.selectors.visibility import (
     visible_checklist_answers,
     visible_checklist_assessments,
     visible_checklist_submissions,
     visible_papers,
 )
-from scoring.checklist.scores import CI_METRIC
-from scoring.stats import board_ranks
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class QuotaStatus:
     used_today: int
     used_total: int
     resets_at: datetime
+    # The open phase the counts are within (its name), or None: the challenge as a whole.
+    phase: str | None = None
 
     @property
     def remaining_today(self) -> int:
@@ -58,8 +61,9 @@ class QuotaStatus:
     @property
     def exceeded_message(self) -> str:
         if self.remaining_total <= 0:
+            where = f"the {self.phase} phase" if self.phase else "this challenge"
             return (
-                f"Your team has used all {self.total_limit} submissions of this challenge. "
+                f"Your team has used all {self.total_limit} submissions of {where}. "
                 "Refused or withdrawn submissions do not count."
             )
         return (
@@ -78,6 +82,7 @@ class QuotaStatus:
             "remaining_total": self.remaining_total,
             "remaining": self.remaining,
             "resets_at": self.resets_at.isoformat(),
+            "phase": self.phase,
         }
 
 
@@ -98,8 +103,23 @@ def challenge_limits(challenge: Challenge) -> tuple[int, int]:
     )
 
 
-def checklist_quota(*, team: Team, now: datetime | None = None) -> QuotaStatus:
-    """Submissions counted today (UTC day) and in all.
+def quota_phase(challenge: Challenge, *, now: datetime | None = None) -> Phase | None:
+    """The phase new submissions to ``challenge`` land in now; None without phases, or
+    when none is open (submissions are then refused anyway)."""
+    try:
+        return phase_open_for(challenge, now=now)
+    except PhaseClosed:
+        return None
+
+
+def checklist_quota(
+    *, team: Team, now: datetime | None = None, phase: Phase | str | None = "open"
+) -> QuotaStatus:
+    """Submissions counted today (UTC day) and in all, within the open phase if any.
+
+    ``phase`` is the phase to count within; ``"open"`` (the default) means the phase open
+    now. A phase's own daily and total limits replace the challenge's while it is open; a
+    limit the phase leaves empty is the challenge's, counted within the phase.
 
     Refused files are never stored, so they never count. Every stored submission counts on
     the day it was uploaded, withdrawn ones included: otherwise submit-then-withdraw would
@@ -107,15 +127,21 @@ def checklist_quota(*, team: Team, now: datetime | None = None) -> QuotaStatus:
     the total only when its assessment never started (see ``counting_towards_quota``).
     """
     now = now or timezone.now()
+    in_phase = quota_phase(team.challenge, now=now) if isinstance(phase, str) else phase
     day_start = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     submissions = ChecklistSubmission.objects.filter(team=team)
     daily, total = challenge_limits(team.challenge)
+    if in_phase is not None:
+        submissions = submissions.filter(phase=in_phase)
+        daily = in_phase.daily_limit if in_phase.daily_limit is not None else daily
+        total = in_phase.total_limit if in_phase.total_limit is not None else total
     return QuotaStatus(
         daily_limit=daily,
         total_limit=total,
         used_today=submissions.filter(created_at__gte=day_start).count(),
         used_total=submissions.counting_towards_quota().count(),
         resets_at=day_start + timedelta(days=1),
+        phase=in_phase.name if in_phase is not None else None,
     )
 
 
@@ -141,12 +167,15 @@ class MyTeam:
     team: Team
     invite_code: str
     members: list[TeamMember]
+    # The owner may remove members and rotate the invite code (see ``team_owner_id``).
+    owner: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.team.pk,
             "name": self.team.name,
             "challenge": self.team.challenge.slug,
+            "owner": self.owner,
             "invite_code": self.invite_code,
             "members": [
                 {"username": m.username, "joined_at": m.joined_at.isoformat()} for m in self.members
@@ -159,13 +188,28 @@ def my_team(*, user: Any, challenge: Challenge) -> MyTeam | None:
     team = user_team(user=user, challenge=challenge)
     if team is None:
         return None
-    memberships = (
+    memberships = list(
         Membership.objects.filter(team=team).select_related("user").order_by("created_at", "pk")
     )
+    owner_id = team.owner_id or (memberships[0].user_id if memberships else None)
+    owner = next((m.user.get_username() for m in memberships if m.user_id == owner_id), None)
     return MyTeam(
         team=team,
         invite_code=team.invite_code,
         members=[TeamMember(m.user.get_username(), m.created_at) for m in memberships],
+        owner=owner,
+    )
+
+
+def team_owner_id(team: Team) -> int | None:
+    """The team's owner: ``Team.owner``, else (teams made before owners) its earliest member."""
+    if team.owner_id is not None:
+        return team.owner_id
+    return (
+        Membership.objects.filter(team=team)
+        .order_by("created_at", "pk")
+        .values_list("user_id", flat=True)
+        .first()
     )
 
 
@@ -192,75 +236,26 @@ def default_challenge(slug: str | None = None) -> Challenge | None:
     return _default_challenge_first().first()
 
 
-def checklist_leaderboard(*, challenge_slug: str | None = None) -> list[dict[str, Any]]:
-    """Each team's best entry, ranked by S, then C_G, then the earliest submission.
+def checklist_leaderboard(
+    *, challenge_slug: str | None = None, phase: Phase | str | None = None, user: Any = None
+) -> list[dict[str, Any]]:
+    """Each team's entry on the board, ranked by S, then C_G, then the earliest submission.
 
-    Each row carries the 95% bootstrap interval of S over questions stored with its score
-    (``ci_low``, ``ci_high``; None for scores written before intervals were stored, which then
-    count as a point), the rank range the intervals imply (``rank_low``, ``rank_high``) and
-    ``tied`` when its interval overlaps the row above (see ``scoring.stats.board_ranks``).
+    A team's entry is the submission it chose for the board, else its best (see
+    ``services.checklist.boards``). Each row carries the 95% bootstrap interval of S over
+    questions stored with its score (``ci_low``, ``ci_high``; None for scores written before
+    intervals were stored, which then count as a point), the rank range the intervals imply
+    (``rank_low``, ``rank_high``), ``tied`` when its interval overlaps the row above, and
+    ``is_baseline``, ``phase`` and the entry's ``method_*`` metadata.
 
     Teams of different challenges are never ranked together: without a slug, the default
-    challenge (see :func:`default_challenge`) is shown. A submission's score is its latest
-    complete one (re-assessments append scores). One query, whatever the number of teams and
-    submissions.
+    challenge (see :func:`default_challenge`) is shown; ``phase`` picks the phase's board
+    (see :func:`~benchmarks_app.selectors.checklist_boards.checklist_board`), and ``user``
+    decides what a hidden phase shows. The rows are one query on the stored board rows.
     """
-    qs = ChecklistScore.objects.select_related("submission__team", "submission__challenge").exclude(
-        submission__team__is_internal=True
-    )
-    if challenge_slug:
-        qs = qs.filter(submission__challenge__slug=challenge_slug)
-    else:
-        qs = qs.filter(
-            submission__challenge_id=Subquery(_default_challenge_first().values("pk")[:1])
-        )
-    latest: dict[int, ChecklistScore] = {}
-    for score in qs.order_by("created_at", "pk"):
-        latest[score.submission_id] = score  # later scores replace earlier ones
-    best: dict[int, ChecklistScore] = {}
-
-    def key(s: ChecklistScore) -> tuple[float, float, float, int]:
-        return (-s.s, -s.c_g, s.submission.created_at.timestamp(), s.submission_id)
-
-    for score in latest.values():
-        team_id = score.submission.team_id
-        if team_id not in best or key(score) < key(best[team_id]):
-            best[team_id] = score
-    rows = []
-    ranked = sorted(best.values(), key=key)
-    marks = board_ranks([(score.s, *_ci_bounds(score)) for score in ranked])
-    for rank, (score, mark) in enumerate(zip(ranked, marks, strict=True), start=1):
-        sub = score.submission
-        low, high = _ci_bounds(score)
-        rows.append(
-            {
-                "rank": rank,
-                "team": sub.team.name,
-                "team_id": sub.team_id,
-                "challenge": sub.challenge.slug,
-                "submission": sub.pk,
-                "kind": sub.kind,
-                "c_g": score.c_g,
-                "c_a": score.c_a,
-                "c_t": score.c_t,
-                "r": score.r,
-                "s": score.s,
-                "ci_low": low,
-                "ci_high": high,
-                "rank_low": mark.rank_low,
-                "rank_high": mark.rank_high,
-                "tied": mark.tied,
-                "created_at": sub.created_at,
-            }
-        )
-    return rows
-
-
-def _ci_bounds(score: ChecklistScore) -> tuple[float | None, float | None]:
-    ci = score.ci or {}
-    if ci.get("metric") != CI_METRIC:
-        return None, None
-    return ci.get("low"), ci.get("high")
+    challenge = default_challenge(challenge_slug)
+    board = checklist_board(challenge=challenge, phase=phase, user=user)
+    return [board_row_dict(row, board=board) for row in board.rows()]
 
 
 def team_submissions(*, user: Any, team: Team) -> list[ChecklistSubmission]:
@@ -268,6 +263,7 @@ def team_submissions(*, user: Any, team: Team) -> list[ChecklistSubmission]:
     return list(
         visible_checklist_submissions(user)
         .filter(team=team)
+        .select_related("phase")
         .prefetch_related(
             Prefetch("scores", queryset=ChecklistScore.objects.order_by("-created_at")),
             Prefetch("runs", queryset=EvaluationRun.objects.order_by("-created_at")),
@@ -290,7 +286,7 @@ class SubmissionDetail:
 
 def checklist_submission_detail(*, user: Any, pk: int) -> SubmissionDetail | None:
     """Everything the submission page shows, or ``None`` when the user may not see it."""
-    submission = visible_checklist_submissions(user).filter(pk=pk).first()
+    submission = visible_checklist_submissions(user).select_related("phase").filter(pk=pk).first()
     if submission is None:
         return None
     papers = list(visible_papers(user).filter(submission=submission).order_by(PAPER_ORDER))

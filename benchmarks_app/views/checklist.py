@@ -19,16 +19,24 @@ from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Challenge, PaperKind, SubmissionStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.checklist import (
-    checklist_leaderboard,
     checklist_quota,
     checklist_submission_detail,
     default_challenge,
     my_team,
+    quota_phase,
     team_submissions,
     user_team,
     user_teams,
     visible_paper,
 )
+from benchmarks_app.selectors.checklist_boards import (
+    PHASELESS,
+    ChecklistBoardNotFound,
+    board_has_phaseless_rows,
+    board_row_dict,
+    checklist_board,
+)
+from benchmarks_app.selectors.phases import phase_dates
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import is_staff
 from benchmarks_app.services.checklist import (
@@ -40,6 +48,12 @@ from benchmarks_app.services.checklist import (
     read_upload,
     team_create,
     team_join,
+)
+from benchmarks_app.views.checklist_actions import (
+    submission_choose,
+    team_invite_rotate_view,
+    team_leave_view,
+    team_member_remove_view,
 )
 from benchmarks_app.views.tables import Column, SortableTable
 
@@ -67,6 +81,26 @@ class SubmissionForm(forms.Form):
         help_text="The same paper as A with truthful answers explaining the planted errors.",
     )
     label = forms.CharField(label="Label (optional)", required=False, max_length=200)
+    method_name = forms.CharField(
+        label="Method name (optional)",
+        required=False,
+        max_length=100,
+        help_text="Shown on the board next to your team's entry.",
+    )
+    method_description = forms.CharField(
+        label="Method description (optional)",
+        required=False,
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="A few sentences, at most 500 characters.",
+    )
+    method_url = forms.URLField(
+        label="Method link (optional)",
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text="A paper, repository or write-up (http or https).",
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -112,6 +146,9 @@ class KindColumn(Column):
         return {"G": "G only", "GAT": "G/A/T"}.get(value, super().display(value))
 
 
+BASELINE_BADGE = "baseline"
+
+
 def leaderboard_columns(*, my_team_id: int | None, staff: bool) -> list[Column]:
     """Columns of the leaderboard; an entry links to its page only for its team and staff
     (the page shows per-question feedback, which other teams must not see)."""
@@ -123,6 +160,19 @@ def leaderboard_columns(*, my_team_id: int | None, staff: bool) -> list[Column]:
 
     return [
         Column("team", "Team"),
+        Column(
+            "is_baseline",
+            "Baseline",
+            sortable=False,
+            value=lambda row: BASELINE_BADGE if row["is_baseline"] else "",
+            title="A reference entrant of the organizers, ranked like any team",
+        ),
+        Column(
+            "method_name",
+            "Method",
+            link=lambda row: row["method_url"] or None,
+            title="The method behind the entry, as the team described it",
+        ),
         EntryColumn("submission", "Entry", link=entry_link),
         KindColumn("kind", "Papers", title="G only: a genuine paper; G/A/T: a full triplet"),
         Column("c_g", "C_G", kind="float", title="Correctness on the genuine paper"),
@@ -167,8 +217,15 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     challenge = _challenge(request)
     if challenge is None and request.GET.get("challenge"):
         raise Http404("No such challenge")
-    rows = checklist_leaderboard(challenge_slug=challenge.slug if challenge else None)
+    try:
+        board = checklist_board(
+            challenge=challenge, phase=request.GET.get("phase") or None, user=request.user
+        )
+    except ChecklistBoardNotFound as exc:
+        raise Http404(str(exc)) from exc
+    rows = [board_row_dict(row, board=board) for row in board.rows()]
     my_team = user_team(user=request.user, challenge=challenge) if challenge else None
+    phase_part = f"-{board.phase.slug}" if board.phase else ""
     table = SortableTable(
         request,
         rows,
@@ -176,16 +233,23 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
             my_team_id=my_team.pk if my_team else None,
             staff=is_staff(request.user),
         ),
-        filename=f"checklist-{challenge.slug}-leaderboard"
+        filename=f"checklist-{challenge.slug}{phase_part}-leaderboard"
         if challenge
         else "checklist-leaderboard",
         table_id="checklist-leaderboard",
-        empty_message="No scored entries yet: submit a genuine paper or a G/A/T triplet to "
-        "appear here.",
+        empty_message=board.hidden_message
+        if board.hidden and not board.full
+        else "No scored entries yet: submit a genuine paper or a G/A/T triplet to appear here.",
     )
     if (download := table.download()) is not None:
         return download
     my_row = next((r for r in rows if my_team and r["team_id"] == my_team.pk), None)
+    tabs = [
+        {"slug": p.slug, "name": p.name, "dates": phase_dates(p), "hidden": not p.is_revealed}
+        for p in board.phases
+    ]
+    if board.phases and challenge is not None and board_has_phaseless_rows(challenge):
+        tabs.insert(0, {"slug": PHASELESS, "name": "Before phases", "dates": "", "hidden": False})
     return render(
         request,
         "checklist/leaderboard.html",
@@ -195,6 +259,9 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
             "table": table,
             "my_team": my_team,
             "my_row": my_row,
+            "board": board,
+            "phase_tabs": tabs,
+            "current_phase": board.phase.slug if board.phase else PHASELESS,
         },
     )
 
@@ -203,7 +270,8 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
 def submit(request: HttpRequest) -> HttpResponse:
     challenge = _challenge(request)
     team = user_team(user=request.user, challenge=challenge) if challenge else None
-    quota = checklist_quota(team=team) if team else None
+    phase = quota_phase(challenge) if challenge else None
+    quota = checklist_quota(team=team, phase=phase) if team else None
     form = SubmissionForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and team is not None and form.is_valid():
         try:
@@ -215,7 +283,13 @@ def submit(request: HttpRequest) -> HttpResponse:
                 PaperKind.TRUTH: read_upload(form.cleaned_data.get("truth"), "truth"),
             }
             submission = checklist_submission_create(
-                team=team, user=request.user, files=files, label=form.cleaned_data["label"]
+                team=team,
+                user=request.user,
+                files=files,
+                label=form.cleaned_data["label"],
+                method_name=form.cleaned_data["method_name"],
+                method_description=form.cleaned_data["method_description"],
+                method_url=form.cleaned_data["method_url"],
             )
         except ChecklistSubmissionError as exc:
             form.add_error(
@@ -237,6 +311,8 @@ def submit(request: HttpRequest) -> HttpResponse:
             "challenge": challenge,
             "team": team,
             "quota": quota,
+            "phase": phase,
+            "phase_dates": phase_dates(phase) if phase else "",
             "upload_max_mb": settings.UPLOAD_MAX_MB,
             "word_cap": settings.CHECKLIST_BODY_WORD_CAP,
         },
@@ -276,6 +352,7 @@ def team(request: HttpRequest) -> HttpResponse:
         {
             "challenge": challenge,
             "my_team": mine_,
+            "is_owner": mine_ is not None and mine_.owner == request.user.get_username(),
             "create_form": create_form,
             "join_form": join_form,
         },
@@ -306,6 +383,13 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         for kind, label in PaperKind.choices
         if kind in detail.rows
     ]
+    own = user_team(user=request.user, challenge=detail.submission.challenge)
+    can_choose = (
+        detail.score is not None
+        and detail.submission.status == SubmissionStatus.SCORED
+        and own is not None
+        and own.pk == detail.submission.team_id
+    )
     return render(
         request,
         "checklist/submission_detail.html",
@@ -315,6 +399,8 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "kinds": kinds,
             "papers": {p.kind: p for p in detail.papers},
             "can_assess": detail.submission.status == SubmissionStatus.EXTRACTED,
+            # Only the team's members choose its board entry, and only among scored ones.
+            "can_choose": can_choose,
             # This page is static; the run page polls, so a queued or running run links there.
             "run_active": detail.run is not None and detail.run.status in ACTIVE_STATUSES,
             "word_cap": settings.CHECKLIST_BODY_WORD_CAP,
@@ -377,4 +463,8 @@ urlpatterns = [
     path("submissions/<int:pk>/assess/", submission_assess, name="submission-assess"),
     path("submissions/<int:pk>/withdraw/", submission_withdraw, name="submission-withdraw"),
     path("papers/<int:pk>/download/", paper_download, name="paper-download"),
+    path("submissions/<int:pk>/choose/", submission_choose, name="submission-choose"),
+    path("team/leave/", team_leave_view, name="team-leave"),
+    path("team/remove/", team_member_remove_view, name="team-member-remove"),
+    path("team/invite/rotate/", team_invite_rotate_view, name="team-invite-rotate"),
 ]

@@ -1,9 +1,203 @@
-"""Checklist board rows (``ChecklistBoardRow``): one per team and board."""
+"""Checklist boards: one ``ChecklistBoardRow`` per team and (challenge, phase), rebuilt on change.
+
+A team's entry on a board is the submission it chose (``board_choice``) when that one has a
+score; otherwise its best, as before choices existed: the highest S, then C_G, then the
+earlier submission. A submission's score is its latest (re-assessments append scores).
+Internal teams never reach a board; baseline teams are ranked like any team and carry the
+flag. Rows of hidden phases are written too: who may read them is decided when reading.
+
+Every rebuild rewrites the whole board in one transaction with the challenge row locked, so
+two runs ending at once write it one after the other (ranks and rank ranges depend on every
+row, so no single row can be updated alone).
+"""
 
 from __future__ import annotations
 
-from benchmarks_app.models import EvaluationRun
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+
+from benchmarks_app.models import (
+    Benchmark,
+    Challenge,
+    ChecklistScore,
+    ChecklistSubmission,
+    EvaluationRun,
+    Team,
+)
+from benchmarks_app.models.boards import ChecklistBoardRow
+from benchmarks_app.models.phases import Phase
+from scoring.checklist.scores import CI_METRIC
+from scoring.stats import board_ranks
+
+_SCORE_FIELDS = (
+    "pk",
+    "run_id",
+    "submission_id",
+    "c_g",
+    "c_a",
+    "c_t",
+    "r",
+    "s",
+    "ci",
+    "submission__team_id",
+    "submission__team__is_baseline",
+    "submission__kind",
+    "submission__created_at",
+    "submission__board_choice",
+    "submission__method_name",
+    "submission__method_description",
+    "submission__method_url",
+)
 
 
-def checklist_board_refresh_for_run(*, run: EvaluationRun) -> None:
-    """Rewrite the rows of the board(s) ``run`` belongs to (placeholder until implemented)."""
+def _ci_bounds(ci: Any) -> tuple[float | None, float | None]:
+    ci = ci or {}
+    if ci.get("metric") != CI_METRIC:
+        return None, None
+    return ci.get("low"), ci.get("high")
+
+
+def _order_key(entry: dict[str, Any]) -> tuple[float, float, float, int]:
+    return (
+        -entry["s"],
+        -entry["c_g"],
+        entry["submission__created_at"].timestamp(),
+        entry["submission_id"],
+    )
+
+
+def board_entries(*, challenge: Challenge, phase: Phase | None) -> list[dict[str, Any]]:
+    """Each non-internal team's entry on the board, best first (one query)."""
+    scores = (
+        ChecklistScore.objects.filter(
+            submission__challenge=challenge,
+            submission__phase=phase,
+            submission__team__is_internal=False,
+        )
+        .order_by("created_at", "pk")
+        .values(*_SCORE_FIELDS)
+    )
+    latest: dict[int, dict[str, Any]] = {}
+    for score in scores:
+        latest[score["submission_id"]] = score  # later scores replace earlier ones
+    best: dict[int, dict[str, Any]] = {}
+    chosen: dict[int, dict[str, Any]] = {}
+    for entry in latest.values():
+        team_id = entry["submission__team_id"]
+        if entry["submission__board_choice"]:
+            # One choice per team and phase is kept by the service; should two slip in,
+            # the later submission is the team's latest word.
+            kept = chosen.get(team_id)
+            if kept is None or entry["submission_id"] > kept["submission_id"]:
+                chosen[team_id] = entry
+        if team_id not in best or _order_key(entry) < _order_key(best[team_id]):
+            best[team_id] = entry
+    best.update(chosen)
+    return sorted(best.values(), key=_order_key)
+
+
+@transaction.atomic
+def checklist_board_refresh(*, challenge: Challenge, phase: Phase | None) -> int:
+    """Rewrite the board of ``challenge`` in ``phase`` (None: the board without phases).
+
+    Returns the number of rows written.
+    """
+    Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
+    entries = board_entries(challenge=challenge, phase=phase)
+    bounds = [_ci_bounds(e["ci"]) for e in entries]
+    marks = board_ranks(
+        [(e["s"], low, high) for e, (low, high) in zip(entries, bounds, strict=True)]
+    )
+    ChecklistBoardRow.objects.filter(challenge=challenge, phase=phase).delete()
+    rows = [
+        ChecklistBoardRow(
+            challenge=challenge,
+            phase=phase,
+            team_id=e["submission__team_id"],
+            submission_id=e["submission_id"],
+            run_id=e["run_id"],
+            score_id=e["pk"],
+            kind=e["submission__kind"],
+            c_g=e["c_g"],
+            c_a=e["c_a"],
+            c_t=e["c_t"],
+            r=e["r"],
+            s=e["s"],
+            submitted_at=e["submission__created_at"],
+            position=position,
+            rank=position,
+            rank_low=mark.rank_low,
+            rank_high=mark.rank_high,
+            tied=mark.tied,
+            ci_low=low,
+            ci_high=high,
+            is_baseline=e["submission__team__is_baseline"],
+            method_name=e["submission__method_name"],
+            method_description=e["submission__method_description"],
+            method_url=e["submission__method_url"],
+        )
+        for position, (e, mark, (low, high)) in enumerate(
+            zip(entries, marks, bounds, strict=True), start=1
+        )
+    ]
+    ChecklistBoardRow.objects.bulk_create(rows, batch_size=500)
+    return len(rows)
+
+
+def checklist_board_refresh_for_run(*, run: EvaluationRun) -> int:
+    """Rewrite the board a checklist run's submission is on (called whenever a run ends)."""
+    if run.benchmark != Benchmark.CHECKLIST or run.checklist_submission_id is None:
+        return 0
+    submission = (
+        ChecklistSubmission.objects.select_related("challenge", "phase")
+        .filter(pk=run.checklist_submission_id)
+        .first()
+    )
+    if submission is None:
+        return 0
+    return checklist_board_refresh(challenge=submission.challenge, phase=submission.phase)
+
+
+def checklist_board_refresh_for_submission(*, submission: ChecklistSubmission) -> int:
+    """Rewrite the board ``submission`` belongs to (after its choice or withdrawal)."""
+    phase = Phase.objects.filter(pk=submission.phase_id).first() if submission.phase_id else None
+    challenge = Challenge.objects.get(pk=submission.challenge_id)
+    return checklist_board_refresh(challenge=challenge, phase=phase)
+
+
+def _refresh_boards(pairs: Iterable[tuple[int, int | None]]) -> int:
+    pairs = set(pairs)
+    challenges = Challenge.objects.in_bulk({c for c, _ in pairs})
+    phases = Phase.objects.in_bulk({p for _, p in pairs if p is not None})
+    for challenge_id, phase_id in sorted(pairs, key=lambda p: (p[0], p[1] or 0)):
+        checklist_board_refresh(
+            challenge=challenges[challenge_id],
+            phase=phases[phase_id] if phase_id is not None else None,
+        )
+    return len(pairs)
+
+
+def checklist_boards_refresh_for_team(*, team: Team) -> int:
+    """Rewrite every board the team has a scored entry on, or a row on (after its
+    ``is_internal`` or ``is_baseline`` changed). Returns the number of boards rewritten."""
+    pairs = set(
+        ChecklistScore.objects.filter(submission__team=team).values_list(
+            "submission__challenge_id", "submission__phase_id"
+        )
+    )
+    pairs |= set(
+        ChecklistBoardRow.objects.filter(team=team).values_list("challenge_id", "phase_id")
+    )
+    return _refresh_boards(pairs)
+
+
+def checklist_boards_refresh_all() -> int:
+    """Rewrite every board that has a score (after an upgrade, or a change of how boards are
+    computed). Returns the number of boards rewritten."""
+    pairs = set(
+        ChecklistScore.objects.values_list("submission__challenge_id", "submission__phase_id")
+    )
+    pairs |= set(ChecklistBoardRow.objects.values_list("challenge_id", "phase_id"))
+    return _refresh_boards(pairs)

@@ -10,8 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.core.validators import URLValidator
 from django.db import transaction
 
 from benchmarks_app.models import (
@@ -23,11 +25,14 @@ from benchmarks_app.models import (
     Membership,
     Paper,
     PaperKind,
+    Phase,
     SubmissionKind,
     SubmissionStatus,
     Team,
 )
 from benchmarks_app.selectors.checklist import checklist_quota
+from benchmarks_app.selectors.phases import PhaseClosed, phase_open_for
+from benchmarks_app.services.checklist.boards import checklist_board_refresh_for_submission
 from benchmarks_app.services.checklist.errors import (
     ChecklistSubmissionError,
     NotAllowed,
@@ -42,6 +47,53 @@ from benchmarks_app.services.runs import run_create
 from scoring.checklist.extract import ExtractedPaper
 
 JUDGES = ("offline", "openai", "recorded")
+
+METHOD_NAME_MAX = 100
+METHOD_DESCRIPTION_MAX = 500
+METHOD_URL_MAX = 500
+
+
+class PhaseNotOpen(NotAllowed):
+    """No phase of the challenge is open now; the message gives the phases' dates."""
+
+    code = "phase_closed"
+
+
+def method_metadata(*, name: str = "", description: str = "", url: str = "") -> dict[str, str]:
+    """The entry's method name, description and link, checked; raises naming the field."""
+    name, description, url = name.strip(), description.strip(), url.strip()
+    if len(name) > METHOD_NAME_MAX:
+        raise ChecklistSubmissionError(
+            f"The method name is {len(name)} characters long; at most {METHOD_NAME_MAX}.",
+            field="method_name",
+        )
+    if len(description) > METHOD_DESCRIPTION_MAX:
+        raise ChecklistSubmissionError(
+            f"The method description is {len(description)} characters long; at most "
+            f"{METHOD_DESCRIPTION_MAX}.",
+            field="method_description",
+        )
+    if len(url) > METHOD_URL_MAX:
+        raise ChecklistSubmissionError(
+            f"The method link is longer than {METHOD_URL_MAX} characters.", field="method_url"
+        )
+    if url:
+        try:
+            URLValidator(schemes=["http", "https"])(url)
+        except ValidationError as exc:
+            raise ChecklistSubmissionError(
+                "The method link is not a valid http(s) URL (e.g. https://example.org/paper).",
+                field="method_url",
+            ) from exc
+    return {"method_name": name, "method_description": description, "method_url": url}
+
+
+def submission_phase(challenge: Any) -> Phase | None:
+    """The phase a submission made now lands in; refused with the phases' dates otherwise."""
+    try:
+        return phase_open_for(challenge)
+    except PhaseClosed as exc:
+        raise PhaseNotOpen(exc.message) from exc
 
 
 def _check_combination(files: Mapping[str, PaperUpload | None]) -> None:
@@ -75,16 +127,23 @@ def checklist_submission_create(
     label: str = "",
     assess: bool = False,
     judge: str | None = None,
+    method_name: str = "",
+    method_description: str = "",
+    method_url: str = "",
 ) -> ChecklistSubmission:
     """Validate, extract, then create the submission under the team's quota.
 
     ``files`` maps paper kinds (G, A, T) to uploads. The submission is left ``extracted`` so
     that the participant can check what was read; ``assess=True`` queues it at once.
-    Nothing is stored when a file is refused, so refused submissions never count.
+    Nothing is stored when a file is refused, so refused submissions never count. When the
+    challenge has phases, the submission lands in the open one (with its quotas) and is
+    refused with the phases' dates when none is open.
     """
     challenge = team.challenge
     if not challenge.is_open:
         raise NotAllowed(f"The challenge {challenge.name} is closed for submissions.")
+    metadata = method_metadata(name=method_name, description=method_description, url=method_url)
+    phase = submission_phase(challenge)
     if (
         getattr(user, "is_authenticated", False)
         and not user.is_staff
@@ -94,7 +153,7 @@ def checklist_submission_create(
     _check_combination(files)
     # Checked before extraction too (the locked check below is the one that counts): a team
     # with nothing left spends no worker time on reading its files.
-    quota = checklist_quota(team=team)
+    quota = checklist_quota(team=team, phase=phase)
     if quota.remaining <= 0:
         raise QuotaExceeded(quota.exceeded_message, quota=quota)
     extracted: dict[str, tuple[PaperUpload, ExtractedPaper]] = {}
@@ -112,7 +171,7 @@ def checklist_submission_create(
             # The lock serializes concurrent submissions of one team: the count below and
             # the insert happen with no other request of the team in between.
             Team.objects.select_for_update().get(pk=team.pk)
-            quota = checklist_quota(team=team)
+            quota = checklist_quota(team=team, phase=phase)
             if quota.remaining <= 0:
                 raise QuotaExceeded(quota.exceeded_message, quota=quota)
             submission = ChecklistSubmission.objects.create(
@@ -122,6 +181,8 @@ def checklist_submission_create(
                 kind=SubmissionKind.TRIPLET if len(extracted) == 3 else SubmissionKind.GENUINE_ONLY,
                 status=SubmissionStatus.EXTRACTED,
                 label=label[:200],
+                phase=phase,
+                **metadata,
             )
             for kind, (upload, paper_data) in extracted.items():
                 paper = _paper_create(
@@ -229,6 +290,10 @@ def checklist_submission_assess(
         judge_config=judge_config or {},
         created_by=user,
         checklist_submission=locked,
+        phase_id=locked.phase_id,
+        method_name=locked.method_name,
+        method_description=locked.method_description,
+        method_url=locked.method_url,
     )
 
 
@@ -237,20 +302,75 @@ def _files_delete(names: list[str]) -> None:
         default_storage.delete(name)
 
 
+def _member_or_refuse(*, user: Any, team_id: int) -> None:
+    if not (
+        getattr(user, "is_authenticated", False)
+        and Membership.objects.filter(team_id=team_id, user=user).exists()
+    ):
+        raise NotAllowed("Only a member of the team that made this submission may do that.")
+
+
 @transaction.atomic
-def checklist_submission_discard(*, submission: ChecklistSubmission) -> None:
+def checklist_submission_discard(*, submission: ChecklistSubmission, user: Any = None) -> None:
     """Withdraw a submission that was extracted but not assessed; its papers' files are deleted.
 
     It frees its slot of the total quota but still counts on the day it was uploaded (see
     ``checklist_quota``). The files go once the withdrawal commits, so a rollback keeps them.
+    With ``user``, only a member of the submission's team may withdraw it.
     """
+    if user is not None:
+        _member_or_refuse(user=user, team_id=submission.team_id)
     locked = ChecklistSubmission.objects.select_for_update().get(pk=submission.pk)
     if locked.status != SubmissionStatus.EXTRACTED:
         raise NotAllowed("Only a submission that has not been assessed can be withdrawn.")
+    was_on_board = locked.board_choice or locked.scores.exists()
     locked.status = SubmissionStatus.FAILED
     locked.error = "Withdrawn by the team before assessment; its files were deleted."
-    locked.save(update_fields=["status", "error", "updated_at"])
+    locked.board_choice = False
+    locked.save(update_fields=["status", "error", "board_choice", "updated_at"])
     papers = Paper.objects.filter(submission=locked).exclude(file="")
     names = [str(name) for name in papers.values_list("file", flat=True)]
     papers.update(file="")
     transaction.on_commit(lambda: _files_delete(names))
+    if was_on_board:
+        checklist_board_refresh_for_submission(submission=locked)
+
+
+@transaction.atomic
+def checklist_submission_choose(*, user: Any, submission: ChecklistSubmission) -> None:
+    """Make ``submission`` its team's entry on the board of its phase (members only).
+
+    Only a scored submission can represent a team; choosing one clears the team's earlier
+    choice in the same phase, and the board is rewritten at once.
+    """
+    _member_or_refuse(user=user, team_id=submission.team_id)
+    # The team row lock orders concurrent choices of one team: one choice per phase stays.
+    Team.objects.select_for_update().get(pk=submission.team_id)
+    locked = ChecklistSubmission.objects.select_for_update().get(pk=submission.pk)
+    if locked.status != SubmissionStatus.SCORED or not locked.scores.exists():
+        raise NotAllowed(
+            f"Submission #{locked.pk} has no score yet: only a scored entry can represent "
+            "the team on the board."
+        )
+    ChecklistSubmission.objects.filter(
+        team_id=locked.team_id, phase=locked.phase_id, board_choice=True
+    ).exclude(pk=locked.pk).update(board_choice=False)
+    if not locked.board_choice:
+        locked.board_choice = True
+        locked.save(update_fields=["board_choice", "updated_at"])
+    submission.board_choice = True
+    checklist_board_refresh_for_submission(submission=locked)
+
+
+@transaction.atomic
+def checklist_submission_unchoose(*, user: Any, submission: ChecklistSubmission) -> None:
+    """Drop the team's choice: its best entry represents it again (members only)."""
+    _member_or_refuse(user=user, team_id=submission.team_id)
+    Team.objects.select_for_update().get(pk=submission.team_id)
+    locked = ChecklistSubmission.objects.select_for_update().get(pk=submission.pk)
+    if not locked.board_choice:
+        raise NotAllowed(f"Submission #{locked.pk} is not the team's chosen entry.")
+    locked.board_choice = False
+    locked.save(update_fields=["board_choice", "updated_at"])
+    submission.board_choice = False
+    checklist_board_refresh_for_submission(submission=locked)

@@ -13,7 +13,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from benchmarks_app.models import Challenge, Membership, Team
-from benchmarks_app.services.checklist.errors import ChecklistSubmissionError, TeamError
+from benchmarks_app.models.checklist import new_invite_code
+from benchmarks_app.selectors.checklist import team_owner_id
+from benchmarks_app.services.checklist.boards import checklist_boards_refresh_for_team
+from benchmarks_app.services.checklist.errors import ChecklistSubmissionError, NotAllowed, TeamError
 from scoring.names import is_invisible, name_skeleton
 
 
@@ -91,7 +94,7 @@ def team_create(*, user: Any, challenge: Challenge, name: str) -> Team:
         raise taken
     try:
         with transaction.atomic():
-            team = Team.objects.create(challenge=challenge, name=name)
+            team = Team.objects.create(challenge=challenge, name=name, owner=user)
     except IntegrityError as exc:
         raise taken from exc
     _join(team=team, user=user, field="name")
@@ -112,3 +115,75 @@ def team_join(*, user: Any, invite_code: str) -> Membership:
     if not team.challenge.is_open:
         raise TeamError(f"The challenge {team.challenge.name} is closed.", field="invite_code")
     return _join(team=team, user=user, field="invite_code")
+
+
+def _locked_team_of_owner(*, user: Any, team: Team) -> Team:
+    locked = Team.objects.select_for_update().get(pk=team.pk)
+    if not getattr(user, "is_authenticated", False) or team_owner_id(locked) != user.pk:
+        raise NotAllowed(f"Only the owner of team {locked.name} may do that.")
+    return locked
+
+
+@transaction.atomic
+def team_leave(*, user: Any, team: Team) -> None:
+    """``user`` leaves ``team``; its entries stay the team's. An owner who leaves hands the
+    team to the earliest remaining member."""
+    locked = Team.objects.select_for_update().get(pk=team.pk)
+    owner_id = team_owner_id(locked)
+    deleted, _ = Membership.objects.filter(team=locked, user=user).delete()
+    if not deleted:
+        raise TeamError(f"You are not a member of team {locked.name}.", field="team")
+    if owner_id == getattr(user, "pk", None):
+        locked.owner_id = (
+            Membership.objects.filter(team=locked)
+            .order_by("created_at", "pk")
+            .values_list("user_id", flat=True)
+            .first()
+        )
+        locked.save(update_fields=["owner", "updated_at"])
+
+
+@transaction.atomic
+def team_member_remove(*, user: Any, team: Team, username: str) -> None:
+    """The team's owner removes the member ``username`` (leaving is for oneself)."""
+    locked = _locked_team_of_owner(user=user, team=team)
+    membership = (
+        Membership.objects.filter(team=locked, user__username=username)
+        .select_related("user")
+        .first()
+    )
+    if membership is None:
+        raise TeamError(f"{username!r} is not a member of team {locked.name}.", field="username")
+    if membership.user_id == user.pk:
+        raise TeamError("To leave your own team, use Leave team.", field="username")
+    membership.delete()
+
+
+@transaction.atomic
+def team_invite_rotate(*, user: Any, team: Team) -> str:
+    """The team's owner replaces its invite code; the old one stops working at once."""
+    locked = _locked_team_of_owner(user=user, team=team)
+    locked.invite_code = new_invite_code()
+    locked.save(update_fields=["invite_code", "updated_at"])
+    team.invite_code = locked.invite_code
+    return locked.invite_code
+
+
+@transaction.atomic
+def team_flags_set(
+    *, team: Team, is_internal: bool | None = None, is_baseline: bool | None = None
+) -> Team:
+    """Mark a team internal (off every board) or a baseline (ranked, with a badge); the boards
+    it is on are rewritten when a flag changes (staff path)."""
+    locked = Team.objects.select_for_update().get(pk=team.pk)
+    changed = []
+    if is_internal is not None and locked.is_internal != is_internal:
+        locked.is_internal = is_internal
+        changed.append("is_internal")
+    if is_baseline is not None and locked.is_baseline != is_baseline:
+        locked.is_baseline = is_baseline
+        changed.append("is_baseline")
+    if changed:
+        locked.save(update_fields=[*changed, "updated_at"])
+        checklist_boards_refresh_for_team(team=locked)
+    return locked

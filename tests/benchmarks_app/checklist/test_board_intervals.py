@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from benchmarks_app.models import ChecklistAssessment, ChecklistScore, EvaluationRun
 from benchmarks_app.selectors.checklist import checklist_leaderboard
 from benchmarks_app.services.checklist import (
+    checklist_board_refresh,
     checklist_submission_assess,
     checklist_submission_create,
 )
@@ -60,6 +61,8 @@ def _entry(team, s: float, low: float | None, high: float | None):  # type: igno
     ChecklistScore.objects.create(
         run=run, submission=sub, c_g=0.9, c_a=1, c_t=1, r=1 - s, s=s, ci=ci
     )
+    # As when the run ends: the board's rows are rewritten from the scores.
+    checklist_board_refresh(challenge=team.challenge, phase=None)
     return sub
 
 
