@@ -102,6 +102,7 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
         audit_release_create,
         audit_release_publish,
     )
+    from benchmarks_app.services.checklist.boards import checklist_board_refresh
     from benchmarks_app.services.probes.boards import probe_board_refresh
 
     rng = random.Random(7 + start)
@@ -214,6 +215,7 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
             ChecklistScore(run=run, submission=sub, c_g=c_g, c_a=c_a, c_t=c_t, r=r, s=c_g * r)
         )
     ChecklistScore.objects.bulk_create(scores)
+    checklist_board_refresh(challenge=challenge, phase=None)
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -89,6 +89,8 @@ class ChecklistBoardRow(BoardRowFields):
         Phase, null=True, blank=True, on_delete=models.CASCADE, related_name="checklist_board_rows"
     )
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="board_rows")
+    # The team's name, casefolded: ``?ordering=team`` reads an index instead of sorting.
+    team_sort = models.CharField(max_length=100, blank=True)
     submission = models.ForeignKey(
         ChecklistSubmission, on_delete=models.CASCADE, related_name="board_rows"
     )
@@ -119,6 +121,9 @@ class ChecklistBoardRow(BoardRowFields):
         indexes = [
             models.Index(fields=["challenge", "phase", "position"]),
             models.Index(fields=["challenge", "phase", "c_g"]),
+            models.Index(fields=["challenge", "phase", "s"]),
+            models.Index(fields=["challenge", "phase", "submitted_at"]),
+            models.Index(fields=["challenge", "phase", "team_sort"]),
         ]
 
     def __str__(self) -> str:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import QuerySet
-from django.db.models.functions import Lower
 from django.utils import timezone
 
 from benchmarks_app.models import Challenge, Membership
@@ -27,7 +26,7 @@ PHASELESS = "none"
 # The API's ``ordering`` fields and the columns they sort (ties: the board's own order).
 ORDERING_COLUMNS: dict[str, Any] = {
     "rank": "position",
-    "team": Lower("team__name"),
+    "team": "team_sort",
     "s": "s",
     "c_g": "c_g",
     "c_a": "c_a",

@@ -18,6 +18,8 @@ from benchmarks_app.models import (
     SubmissionStatus,
     Team,
 )
+from benchmarks_app.models.phases import Phase
+from benchmarks_app.selectors.phases import PhaseClosed, phase_open_for
 from benchmarks_app.services.checklist.errors import ChecklistSubmissionError
 from benchmarks_app.services.checklist.papers import FIELD_FOR_KIND, questions_by_number
 from benchmarks_app.services.checklist.submissions import checklist_submission_assess
@@ -66,6 +68,7 @@ def checklist_import_assessed(
             kind=SubmissionKind.TRIPLET if len(rows) == 3 else SubmissionKind.GENUINE_ONLY,
             status=SubmissionStatus.EXTRACTED,
             label=label or "Imported assessments",
+            phase=_import_phase(team.challenge),
         )
         for kind, kind_rows in rows.items():
             paper = Paper.objects.create(
@@ -94,3 +97,12 @@ def checklist_import_assessed(
             judge="recorded",
             judge_config={"verdicts": verdicts},
         )
+
+
+def _import_phase(challenge: Any) -> Phase | None:
+    """The open phase, as for a participant's submission; a maintainer's import outside every
+    phase is kept on the board without phases rather than refused."""
+    try:
+        return phase_open_for(challenge)
+    except PhaseClosed:
+        return None

@@ -45,6 +45,7 @@ def test_signup_creates_and_logs_in_the_user() -> None:
         reverse("signup"),
         {
             "username": "newcomer",
+            "email": "newcomer@example.org",
             "password1": "plover-Quartz-917",
             "password2": "plover-Quartz-917",
         },
@@ -59,10 +60,16 @@ def test_signup_creates_and_logs_in_the_user() -> None:
 
 
 def test_signup_follows_a_local_next_only() -> None:
-    data = {"username": "a1", "password1": "plover-Quartz-917", "password2": "plover-Quartz-917"}
+    data = {
+        "username": "a1",
+        "email": "a1@example.org",
+        "password1": "plover-Quartz-917",
+        "password2": "plover-Quartz-917",
+    }
     response = Client().post(reverse("signup") + "?next=/checklist/submit/", data)
     assert response["Location"] == "/checklist/submit/"
     data["username"] = "a2"
+    data["email"] = "a2@example.org"
     response = Client().post(reverse("signup"), {**data, "next": "https://evil.example/"})
     assert response["Location"] == reverse("checklist:team")
 

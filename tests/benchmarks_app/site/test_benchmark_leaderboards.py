@@ -31,6 +31,7 @@ from benchmarks_app.models import (
 from benchmarks_app.selectors.audit import audit_leaderboard
 from benchmarks_app.selectors.checklist import checklist_leaderboard
 from benchmarks_app.selectors.probes import probe_leaderboard
+from benchmarks_app.services.checklist.boards import checklist_board_refresh
 from benchmarks_app.services.probes.boards import probe_board_refresh
 from tests.factories.common import (
     ChecklistRunFactory,
@@ -370,6 +371,7 @@ def test_api_filters_by_suite_and_by_challenge(api):
     elsewhere = ChecklistSubmissionFactory.create(team=TeamFactory.create(name="elsewhere"))
     run = ChecklistRunFactory.create(checklist_submission=elsewhere, status=RunStatus.SUCCEEDED)
     ChecklistScore.objects.create(run=run, submission=elsewhere, c_g=1, c_a=1, c_t=1, r=0, s=1)
+    checklist_board_refresh(challenge=elsewhere.challenge, phase=None)
     default = api.get(ENDPOINTS["checklist"]).json()
     assert default["count"] == 1 and default["results"][0]["team"] == "elsewhere"
     bench = api.get(ENDPOINTS["checklist"], {"challenge": "bench"}).json()
