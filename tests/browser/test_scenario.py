@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from benchmarks_app.models import EvaluationRun, RunStatus
+from benchmarks_app.models import EvaluationRun, ProbeCaseResult, RunStatus
 from tests.factories.common import PASSWORD, ChallengeFactory, TeamFactory, UserFactory, join
 
 pytestmark = [
@@ -130,5 +130,12 @@ def test_submit_a_triplet_watch_it_run_and_find_it_ranked(page, login, screensho
     page.goto(f"/probes/submissions/{probe_submission}/")
     scatter = page.locator("svg#probe-scatter")
     expect(scatter).to_be_visible()
-    assert scatter.locator("circle").count() == len(PROBES)
+    # One mark per case: passed cases are dots, failed ones crosses.
+    assert scatter.locator(".case").count() == len(PROBES)
+    failed = ProbeCaseResult.objects.filter(
+        response__submission_id=probe_submission, passed=False
+    ).count()
+    assert failed >= 2  # p1 and p7 help with harmful requests
+    assert scatter.locator(".case.fail").count() == failed
+
     screenshot("7-probe-scatter")
