@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from benchmarks_app.models import Benchmark, Phase
-from benchmarks_app.services.phases import phase_hide, phase_reveal
+from benchmarks_app.services.phases import phase_boards_refresh, phase_hide, phase_reveal
 
 _TARGETS = (
     ("challenge", Benchmark.CHECKLIST),
@@ -134,6 +134,11 @@ class PhaseAdmin(admin.ModelAdmin):
     readonly_fields = ("benchmark", "revealed_at")
     prepopulated_fields = {"slug": ("name",)}
     actions = [reveal_board, hide_board]
+
+    def save_model(self, request: HttpRequest, obj: Phase, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # Dates and the hidden flag decide which entries other boards list.
+        phase_boards_refresh(phase=obj)
 
     @admin.display(description="Target")
     def target_name(self, phase: Phase) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from datetime import datetime
 
 from django.db import transaction
@@ -9,6 +10,20 @@ from django.utils import timezone
 
 from benchmarks_app.models import Benchmark, Challenge, DatasetRelease, Phase, ProbeSuite
 from benchmarks_app.selectors.phases import PhaseTarget
+
+# Boards that depend on a phase's visibility beyond the phase's own board: a probe suite's
+# board of all entries leaves out a hidden phase's entries until it is revealed.
+PHASE_BOARD_REFRESH: dict[str, str] = {
+    Benchmark.PROBES: "benchmarks_app.services.probes.boards.probe_board_refresh_for_phase",
+}
+
+
+def phase_boards_refresh(*, phase: Phase) -> None:
+    """Rewrite the boards that show ``phase``'s entries after its visibility or dates change."""
+    dotted = PHASE_BOARD_REFRESH.get(phase.benchmark)
+    if dotted is not None:
+        module, name = dotted.rsplit(".", 1)
+        getattr(importlib.import_module(module), name)(phase=phase)
 
 
 def _benchmark_of(target: PhaseTarget) -> str:
@@ -61,13 +76,15 @@ def phase_create(
 def phase_reveal(*, phase: Phase) -> Phase:
     """Make a hidden phase's board public (idempotent: revealing twice keeps the first time).
 
-    Board rows are written for hidden phases too, so revealing changes who may read them,
-    not what they hold: nothing is recomputed.
+    A phase's own board rows are written while it is hidden too, so revealing changes who may
+    read them; boards that also list the phase's entries are rewritten
+    (:func:`phase_boards_refresh`).
     """
     locked = Phase.objects.select_for_update().get(pk=phase.pk)
     if locked.revealed_at is None:
         locked.revealed_at = timezone.now()
         locked.save(update_fields=["revealed_at", "updated_at"])
+        phase_boards_refresh(phase=locked)
     return locked
 
 
@@ -77,4 +94,5 @@ def phase_hide(*, phase: Phase) -> Phase:
     locked = Phase.objects.select_for_update().get(pk=phase.pk)
     locked.revealed_at = None
     locked.save(update_fields=["revealed_at", "updated_at"])
+    phase_boards_refresh(phase=locked)
     return locked

@@ -18,13 +18,12 @@ from benchmarks_app.bench.api import seed_leaderboards
 from benchmarks_app.models import ProbeSuite, ResponseSubmission
 from benchmarks_app.models.boards import ProbeBoardRow
 from benchmarks_app.selectors.probes import probe_leaderboard, probe_report
-from benchmarks_app.services.phases import phase_create, phase_reveal
+from benchmarks_app.services.phases import phase_create, phase_hide, phase_reveal
 from benchmarks_app.services.probes import (
     ProbeChoiceError,
     ProbeFormatError,
     ProbeSubmissionRefused,
     probe_board_refresh,
-    probe_board_refresh_for_phase,
     probe_submission_choose,
 )
 from benchmarks_app.services.uploads import MAX_ERRORS_SHOWN
@@ -164,11 +163,13 @@ def test_a_hidden_phase_board_shows_staff_all_participants_their_own(suite, subm
     api = APIClient()
     served = api.get(reverse("api:probes-leaderboard"), {"suite": "mini", "phase": "final"})
     assert served.status_code == 200 and served.json()["count"] == 0
-    # ...until the phase is revealed (and its boards rewritten).
+    # ...until the phase is revealed: revealing rewrites the suite's boards by itself.
     phase = phase_reveal(phase=phase)
-    probe_board_refresh_for_phase(phase=phase)
     assert {r["model"] for r in probe_leaderboard(phase=phase)} == {"alice-m", "bob-m"}
     assert {r["model"] for r in probe_leaderboard(suite_name="mini")} == {"alice-m", "bob-m"}
+    # Hiding it again takes its entries off the board of all entries at once.
+    phase = phase_hide(phase=phase)
+    assert probe_leaderboard(suite_name="mini") == []
 
 
 def test_method_metadata_is_stored_shown_and_checked(suite, submit):
