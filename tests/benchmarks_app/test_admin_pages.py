@@ -8,6 +8,7 @@ import pytest
 from django.contrib import admin
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from benchmarks_app.models import (
     AuditDataset,
@@ -16,6 +17,7 @@ from benchmarks_app.models import (
     Challenge,
     ChecklistAnswer,
     ChecklistAssessment,
+    ChecklistBoardRow,
     ChecklistQuestion,
     ChecklistScore,
     ChecklistSubmission,
@@ -24,8 +26,10 @@ from benchmarks_app.models import (
     JudgeCacheEntry,
     JudgeCall,
     Membership,
+    NotificationPreference,
     Paper,
     PatternRule,
+    Phase,
     Probe,
     ProbeCaseResult,
     ProbeRunReport,
@@ -38,6 +42,8 @@ from benchmarks_app.models import (
     ScanResult,
     Team,
     TruthFinding,
+    Webhook,
+    WebhookDelivery,
 )
 
 pytestmark = pytest.mark.django_db
@@ -112,6 +118,32 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
     score = ChecklistScore.objects.create(
         run=checklist_run, submission=entry, c_g=0.5, c_a=0.25, c_t=0.75, r=0.125, s=0.0820
     )
+    phase = Phase.objects.create(
+        benchmark="checklist",
+        challenge=challenge,
+        name="Phase tau",
+        slug="tau",
+        starts_at=timezone.now(),
+    )
+    board_row = ChecklistBoardRow.objects.create(
+        challenge=challenge,
+        team=team,
+        submission=entry,
+        run=checklist_run,
+        score=score,
+        kind="G",
+        c_g=0.5,
+        c_a=0.25,
+        c_t=0.75,
+        r=0.125,
+        s=0.082,
+        submitted_at=timezone.now(),
+    )
+    preference = NotificationPreference.objects.create(user=user, email_on_run_end=True)
+    hook = Webhook.objects.create(owner=user, url="https://hook-mu.example.org/h")
+    delivery = WebhookDelivery.objects.create(
+        webhook=hook, run=audit_run, payload={"event": "run.finished"}
+    )
     return {
         Repo: (repo, "repo-alpha-7"),
         AuditDataset: (dataset, "dataset-rho"),
@@ -141,6 +173,11 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
         ProbeRunReport: (report, "0.875"),
         ChecklistAssessment: (assessment, "feedback-psi"),
         ChecklistScore: (score, "0.75"),
+        Phase: (phase, "Phase tau"),
+        ChecklistBoardRow: (board_row, "team-sigma"),
+        NotificationPreference: (preference, "participant-zed"),
+        Webhook: (hook, "hook-mu.example.org"),
+        WebhookDelivery: (delivery, "hook-mu.example.org"),
     }
 
 
