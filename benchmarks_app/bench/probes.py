@@ -1,22 +1,40 @@
-"""Speed of the probe scorer: cases scored per second on 100,000 generated cases (rules,
-per-case scores and run metrics) and the observable-geometry time on 10,000 cases."""
+"""Speed of the probe scorer (issue 14).
+
+Figures, each with its ratio against the anchors measured before the rules were compiled into
+one RE2 set (``ANCHOR_*``):
+
+* cases scored per second on 100,000 generated cases with the bundled rules, streamed in
+  batches of ``BATCH`` (rules, per-case scores and run metrics; generating the cases is not
+  timed), and the process's peak memory while doing it;
+* the observable-geometry time on 50,000 cases.
+"""
 
 from __future__ import annotations
 
+import os
 import random
+import resource
 import time
-from typing import TextIO
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any, TextIO
 
 from scoring.probes.default_rules import DEFAULT_RULES
 from scoring.probes.geometry import observable_geometry
-from scoring.probes.metrics import run_metrics
 from scoring.probes.rules import CompiledRuleSet
-from scoring.probes.scorer import ScoringConfig, score_case
-from scoring.probes.types import ProbeSpec
+from scoring.probes.scorer import CaseScorer, ScoringConfig
+from scoring.probes.tally import MetricsTally
+from scoring.probes.types import CaseScore, ProbeSpec
 
 N_CASES = 100_000
-N_GEOMETRY = 10_000
-TARGET_CASES_PER_S = 2_000
+N_GEOMETRY = 50_000
+BATCH = 2_000
+TARGET_CASES_PER_S = 20_000
+GEOMETRY_LIMIT_S = 5.0
+# Before (issue 14): 4,400-4,700 cases/s, 374 MiB peak at 100,000 cases, geometry 3.4 s.
+ANCHOR_CASES_PER_S = 4_550
+ANCHOR_PEAK_MIB = 374
+ANCHOR_GEOMETRY_S = 3.4
 
 _REFUSALS = [
     "I'm sorry, but I can't help with that.",
@@ -37,7 +55,8 @@ _FILLER = (
 )
 
 
-def generated_cases(n: int, seed: int = 0) -> list[tuple[ProbeSpec, str]]:
+def iter_generated_cases(n: int, seed: int = 0) -> Iterator[tuple[ProbeSpec, str]]:
+    """``n`` generated (probe, response) pairs, made one at a time."""
     rng = random.Random(seed)
     categories = [f"category_{i}" for i in range(12)]
     severities = ["low", "medium", "high", "critical"]
@@ -53,34 +72,92 @@ def generated_cases(n: int, seed: int = 0) -> list[tuple[ProbeSpec, str]]:
         )
         for i in range(min(n, 5000))
     ]
-    out = []
     for i in range(n):
         text = rng.choice(_REFUSALS + _COMPLIANCE) + _FILLER * rng.randint(0, 3)
-        out.append((probes[i % len(probes)], text))
-    return out
+        yield probes[i % len(probes)], text
+
+
+def generated_cases(n: int, seed: int = 0) -> list[tuple[ProbeSpec, str]]:
+    return list(iter_generated_cases(n, seed))
+
+
+def _batches(n: int, size: int) -> Iterator[list[tuple[ProbeSpec, str]]]:
+    pairs = iter_generated_cases(n)
+    while batch := list(islice(pairs, size)):
+        yield batch
+
+
+def _rss_mib() -> float:
+    """The resident memory of this process now (Linux), else its peak so far."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def score_streamed(
+    scorer: CaseScorer, n: int, batch: int = BATCH
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Score ``n`` generated cases batch by batch into a tally; (times and memory, metrics)."""
+    tally = MetricsTally()
+    start_mib = peak_mib = _rss_mib()
+    scoring_s = tally_s = 0.0
+    for pairs in _batches(n, batch):
+        started = time.perf_counter()
+        cases = scorer.score_many(pairs)
+        scored = time.perf_counter()
+        tally.add_many(cases)
+        tally_s += time.perf_counter() - scored
+        scoring_s += scored - started
+        peak_mib = max(peak_mib, _rss_mib())
+    started = time.perf_counter()
+    metrics = tally.result()
+    tally_s += time.perf_counter() - started
+    figures = {
+        "scoring_s": scoring_s,
+        "metrics_s": tally_s,
+        "start_mib": start_mib,
+        "peak_mib": max(peak_mib, _rss_mib()),
+    }
+    return figures, metrics
 
 
 def run(out: TextIO) -> None:
     rules = CompiledRuleSet(DEFAULT_RULES)
-    config = ScoringConfig()
-    pairs = generated_cases(N_CASES)
-    started = time.perf_counter()
-    cases = [score_case(p, text, rules, config) for p, text in pairs]
-    scored_s = time.perf_counter() - started
-    run_metrics(cases)
-    total_s = time.perf_counter() - started
+    scorer = CaseScorer(rules, ScoringConfig())
+    figures, metrics = score_streamed(scorer, N_CASES)
+    assert metrics["counts"]["evaluated"] == N_CASES
+    total_s = figures["scoring_s"] + figures["metrics_s"]
     rate = N_CASES / total_s
+    fallback = ", ".join(rules.per_rule) or "none"
     out.write(
-        f"probes: scored {N_CASES:,} generated cases ({len(rules)} rules) in {total_s:.2f} s "
-        f"(scoring {scored_s:.2f} s + run metrics {total_s - scored_s:.2f} s): "
-        f"{rate:,.0f} cases/s, {rate / TARGET_CASES_PER_S:.1f}x the {TARGET_CASES_PER_S:,} "
-        "cases/s target\n"
+        f"probes: scored {N_CASES:,} generated cases ({len(rules)} rules, matcher "
+        f"{rules.matcher}, one by one: {fallback}) in batches of {BATCH:,} in {total_s:.2f} s "
+        f"(scoring {figures['scoring_s']:.2f} s + run metrics {figures['metrics_s']:.2f} s): "
+        f"{rate:,.0f} cases/s, {rate / ANCHOR_CASES_PER_S:.1f}x the {ANCHOR_CASES_PER_S:,} "
+        f"cases/s anchor, {rate / TARGET_CASES_PER_S:.2f}x the {TARGET_CASES_PER_S:,} cases/s "
+        "target\n"
     )
-    started = time.perf_counter()
-    geometry = observable_geometry(cases[:N_GEOMETRY])
-    geo_s = time.perf_counter() - started
-    k = geometry["clustering"]["k"] if geometry else "-"
+    peak, grown = figures["peak_mib"], figures["peak_mib"] - figures["start_mib"]
     out.write(
-        f"probes: observable geometry on {N_GEOMETRY:,} cases in {geo_s:.2f} s "
-        f"(k = {k}; {N_GEOMETRY / geo_s:,.0f} cases/s)\n"
+        f"probes: peak memory while scoring {peak:,.0f} MiB (resident; +{grown:,.1f} MiB over "
+        f"the {figures['start_mib']:,.0f} MiB before, {grown * 2**20 / N_CASES:,.0f} bytes a "
+        f"case): {peak / ANCHOR_PEAK_MIB:.2f}x the {ANCHOR_PEAK_MIB} MiB anchor\n"
+    )
+
+    cases: list[CaseScore] = []
+    for pairs in _batches(N_GEOMETRY, BATCH):
+        cases += scorer.score_many(pairs)
+    started, cpu = time.perf_counter(), time.process_time()
+    geometry = observable_geometry(cases)
+    geo_s, geo_cpu = time.perf_counter() - started, time.process_time() - cpu
+    k = geometry["clustering"]["k"] if geometry else "-"
+    # CPU time covers scikit-learn's threads; on a machine busy with other work it grows less
+    # than the wall clock does.
+    out.write(
+        f"probes: observable geometry on {N_GEOMETRY:,} cases in {geo_s:.2f} s (CPU "
+        f"{geo_cpu:.2f} s; k = {k}; {N_GEOMETRY / geo_s:,.0f} cases/s): "
+        f"{geo_s / ANCHOR_GEOMETRY_S:.2f}x the {ANCHOR_GEOMETRY_S} s anchor, limit "
+        f"{GEOMETRY_LIMIT_S:.0f} s\n"
     )

@@ -10,9 +10,19 @@ with the highest silhouette score wins (ties go to the smaller k); the silhouett
 on a fixed sample of at most ``SILHOUETTE_SAMPLE`` points so that large runs stay fast. With
 fewer than three distinct points there is nothing to choose and k = 1.
 
+Each cluster is labelled by the ``TOP_TERMS`` heaviest terms of its centroid, leaving out
+English stop-words (scikit-learn's list: "the", "to", "on", ...) and bare numbers, which
+describe nothing.
+
 Mutual information between cluster ids and category, severity and pass/fail is reported in
 nats, with its normalised (arithmetic-mean) form in [0, 1]. A separate 2-D truncated SVD of the
 TF-IDF vectors, min-max scaled to [0, 1] per axis, gives the scatter coordinates.
+
+Large runs: the two SVDs and the KMeans fits are fitted on a fixed, seeded sample of
+``FIT_SAMPLE`` cases (drawn without replacement, in case order) and then applied to every case
+(``transform`` and ``predict``), so the cost of the fits stops growing with the run; TF-IDF is
+fitted on all cases. A run of at most ``FIT_SAMPLE`` cases is fitted on all of them, exactly as
+before; ``fitted_on_cases`` says which. The explained variance is then that of the sample.
 
 Everything is seeded (``SEED``), so the same cases give the same output. These are
 exploratory statistics over surface text, not causal structure.
@@ -25,18 +35,18 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.cluster import KMeans
-from sklearn.decomposition import TruncatedSVD
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.metrics import mutual_info_score, normalized_mutual_info_score, silhouette_score
-from sklearn.preprocessing import normalize
 
 from scoring.probes.types import CaseScore
+
+# scikit-learn is imported where it is used: loading it takes seconds, and every command and
+# web process imports this package while only a run's report needs it.
 
 SEED = 0
 MAX_DIMENSIONS = 20
 MAX_K = 8
 SILHOUETTE_SAMPLE = 2000
+# Cases the SVDs and KMeans are fitted on in a larger run (all of them in a smaller one).
+FIT_SAMPLE = 10_000
 INPUT_SNAPSHOT_CHARS = 300
 TOP_TERMS = 6
 NOTE = (
@@ -74,15 +84,32 @@ def case_document(case: CaseScore) -> str:
     )
 
 
-def _choose_k(embedding: np.ndarray) -> tuple[int, dict[int, float], np.ndarray]:
-    distinct = len(np.unique(np.round(embedding, 9), axis=0))
+def fit_rows(n: int) -> np.ndarray | None:
+    """The rows the SVDs and KMeans are fitted on: None for all (``n <= FIT_SAMPLE``)."""
+    if n <= FIT_SAMPLE:
+        return None
+    return np.sort(np.random.default_rng(SEED).choice(n, size=FIT_SAMPLE, replace=False))
+
+
+def _choose_k(
+    embedding: np.ndarray, rows: np.ndarray | None = None
+) -> tuple[int, dict[int, float], np.ndarray]:
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    fitted = embedding if rows is None else embedding[rows]
+    distinct = len(np.unique(np.round(fitted, 9), axis=0))
     if distinct < 3:
         return 1, {}, np.zeros(len(embedding), dtype=int)
     scores: dict[int, float] = {}
     best: tuple[float, int, np.ndarray] | None = None
     sample = min(SILHOUETTE_SAMPLE, len(embedding))
     for k in range(2, min(MAX_K, distinct - 1) + 1):
-        labels = KMeans(n_clusters=k, n_init=4, random_state=SEED).fit_predict(embedding)
+        kmeans = KMeans(n_clusters=k, n_init=4, random_state=SEED)
+        if rows is None:
+            labels = kmeans.fit_predict(embedding)
+        else:
+            labels = kmeans.fit(fitted).predict(embedding)
         if len(set(labels.tolist())) < 2:
             continue
         score = float(silhouette_score(embedding, labels, sample_size=sample, random_state=SEED))
@@ -94,6 +121,25 @@ def _choose_k(embedding: np.ndarray) -> tuple[int, dict[int, float], np.ndarray]
     return best[1], scores, best[2]
 
 
+def label_term(term: str) -> bool:
+    """Whether ``term`` may label a cluster: not an English stop-word, not a bare number."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return term not in ENGLISH_STOP_WORDS and not term.replace("-", "").isdigit()
+
+
+def _label_terms(terms: np.ndarray, centroid: np.ndarray) -> list[str]:
+    """The ``TOP_TERMS`` heaviest terms of a cluster's centroid that can label it."""
+    top: list[str] = []
+    for j in np.argsort(-centroid, kind="stable"):
+        if centroid[j] <= 0 or len(top) == TOP_TERMS:
+            break
+        term = str(terms[j])
+        if label_term(term):
+            top.append(term)
+    return top
+
+
 def _scale01(values: np.ndarray) -> np.ndarray:
     low, high = float(values.min()), float(values.max())
     if high - low < 1e-12:
@@ -102,6 +148,8 @@ def _scale01(values: np.ndarray) -> np.ndarray:
 
 
 def _mi(clusters: Sequence[int], labels: Sequence[str]) -> dict[str, float]:
+    from sklearn.metrics import mutual_info_score, normalized_mutual_info_score
+
     return {
         "mi_nats": float(mutual_info_score(labels, clusters)),
         "nmi": float(normalized_mutual_info_score(labels, clusters)),
@@ -113,6 +161,10 @@ def observable_geometry(cases: Sequence[CaseScore], *, min_cases: int = 5) -> di
     n = len(cases)
     if n < max(min_cases, 2):
         return None
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.preprocessing import normalize
+
     documents = [case_document(c) for c in cases]
     vectorizer = TfidfVectorizer(
         token_pattern=r"(?u)\b\w[\w-]+\b", sublinear_tf=True, max_features=20000, dtype=np.float64
@@ -121,18 +173,27 @@ def observable_geometry(cases: Sequence[CaseScore], *, min_cases: int = 5) -> di
     n_features = tfidf.shape[1]
     terms = vectorizer.get_feature_names_out()
 
+    rows = fit_rows(n)
+
+    def reduce(svd: Any) -> np.ndarray:
+        if rows is None:
+            return np.asarray(svd.fit_transform(tfidf))
+        return np.asarray(svd.fit(tfidf[rows]).transform(tfidf))
+
     dims = max(1, min(MAX_DIMENSIONS, n_features - 1, n - 1))
     svd = TruncatedSVD(n_components=dims, algorithm="randomized", random_state=SEED)
     with warnings.catch_warnings():
         # Identical documents have zero total variance; the ratio is then reported as 0.
         warnings.simplefilter("ignore", RuntimeWarning)
-        embedding = normalize(svd.fit_transform(tfidf))
+        embedding = normalize(reduce(svd))
     explained = float(np.nan_to_num(svd.explained_variance_ratio_.sum()))
-    k, candidates, labels = _choose_k(embedding)
+    k, candidates, labels = _choose_k(embedding, rows)
 
-    plane = TruncatedSVD(
-        n_components=min(2, max(1, n_features - 1)), algorithm="randomized", random_state=SEED
-    ).fit_transform(tfidf)
+    plane = reduce(
+        TruncatedSVD(
+            n_components=min(2, max(1, n_features - 1)), algorithm="randomized", random_state=SEED
+        )
+    )
     xs = _scale01(plane[:, 0])
     ys = _scale01(plane[:, 1]) if plane.shape[1] > 1 else np.full(n, 0.5)
 
@@ -143,7 +204,7 @@ def observable_geometry(cases: Sequence[CaseScore], *, min_cases: int = 5) -> di
         if not members:
             continue
         centroid = embedding[members].mean(axis=0) @ svd.components_
-        top = [str(terms[j]) for j in np.argsort(-centroid)[:TOP_TERMS] if centroid[j] > 0]
+        top = _label_terms(terms, centroid)
         clusters.append(
             {
                 "cluster": cid,
@@ -155,6 +216,7 @@ def observable_geometry(cases: Sequence[CaseScore], *, min_cases: int = 5) -> di
         )
     return {
         "n_cases": n,
+        "fitted_on_cases": n if rows is None else len(rows),
         "embedding": {
             "method": "tfidf + truncated_svd (LSA), L2-normalised",
             "tfidf_features": int(n_features),

@@ -11,163 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from scoring.probes.types import HIGH_STAKES, SEVERITIES, CaseScore, ProbeSpec, RuleSpec
+from scoring.probes.tally import WORST_CASES, MetricsTally
+from scoring.probes.types import CaseScore, ProbeSpec, RuleSpec
 from scoring.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES, bootstrap_sums_interval
 
-WORST_CASES = 10
 # Hex digits of a suite version: enough that two versions of one suite never collide.
 SUITE_VERSION_CHARS = 16
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return float(np.mean(values)) if len(values) else None
-
-
-def _median(values: Sequence[float]) -> float | None:
-    return float(np.median(values)) if len(values) else None
-
-
-def _std(values: Sequence[float]) -> float | None:
-    return float(np.std(values)) if len(values) else None
-
-
-def _p90(values: Sequence[float]) -> float | None:
-    return float(np.percentile(values, 90)) if len(values) else None
-
-
-def _max(values: Sequence[float]) -> float | None:
-    return float(max(values)) if len(values) else None
-
-
-def _rate(num: float, den: float) -> float | None:
-    return num / den if den else None
-
-
-def _clip01(value: float | None) -> float | None:
-    return None if value is None else min(max(value, 0.0), 1.0)
-
-
-def _category_stats(cases: Sequence[CaseScore]) -> dict[str, Any]:
-    risks = [c.risk_score for c in cases]
-    n = len(cases)
-    return {
-        "n": n,
-        "pass_rate": _rate(sum(c.passed for c in cases), n),
-        "mean_risk": _mean(risks),
-        "median_risk": _median(risks),
-        "mean_weighted_risk": _mean([c.weighted_risk for c in cases]),
-        "critical_failures": sum(1 for c in cases if not c.passed and c.severity == "critical"),
-        "high_failures": sum(1 for c in cases if not c.passed and c.severity == "high"),
-        "mean_safe_signal_hits": _mean([c.safe_signal_hits for c in cases]),
-        "mean_unsafe_signal_hits": _mean([c.unsafe_signal_hits for c in cases]),
-        "boundary_rate": _rate(sum(c.boundary_or_refusal_signal for c in cases), n),
-    }
-
-
-def _worst(cases: Sequence[CaseScore], limit: int) -> list[dict[str, Any]]:
-    ranked = sorted(cases, key=lambda c: (-c.weighted_risk, -c.risk_score, c.probe_id))
-    return [
-        {
-            "probe_id": c.probe_id,
-            "category": c.category,
-            "severity": c.severity,
-            "passed": c.passed,
-            "risk_score": c.risk_score,
-            "weighted_risk": c.weighted_risk,
-            "explanation": c.explanation,
-        }
-        for c in ranked[:limit]
-    ]
-
-
-def run_metrics(cases: Sequence[CaseScore], *, worst_cases: int = WORST_CASES) -> dict[str, Any]:
-    n = len(cases)
-    risks = [c.risk_score for c in cases]
-    weighted = [c.weighted_risk for c in cases]
-    passed = sum(1 for c in cases if c.passed)
-    failed = n - passed
-    high_stakes_failures = sum(1 for c in cases if not c.passed and c.severity in HIGH_STAKES)
-    safe_total = sum(c.safe_signal_hits for c in cases)
-    unsafe_total = sum(c.unsafe_signal_hits for c in cases)
-    weight_total = sum(c.severity_weight for c in cases)
-    mean_weighted = _mean(weighted)
-
-    by_cat: dict[str, list[CaseScore]] = defaultdict(list)
-    by_sev: dict[str, list[CaseScore]] = defaultdict(list)
-    modes: Counter[str] = Counter()
-    for c in cases:
-        by_cat[c.category].append(c)
-        by_sev[c.severity].append(c)
-        modes.update(c.detected_failure_modes)
-    categories = sorted(by_cat)
-    by_category = {cat: _category_stats(by_cat[cat]) for cat in categories}
-    tiers = [t for t in SEVERITIES if t in by_sev] + sorted(
-        t for t in by_sev if t not in SEVERITIES
-    )
-    by_severity = {
-        tier: {
-            "n": len(by_sev[tier]),
-            "passed": sum(1 for c in by_sev[tier] if c.passed),
-            "failed": sum(1 for c in by_sev[tier] if not c.passed),
-            "pass_rate": _rate(sum(1 for c in by_sev[tier] if c.passed), len(by_sev[tier])),
-        }
-        for tier in tiers
-    }
-    ranking = sorted(
-        (
-            {"category": cat, "n": s["n"], "mean_risk": s["mean_risk"]}
-            for cat, s in by_category.items()
-        ),
-        key=lambda row: (-(row["mean_risk"] or 0.0), row["category"]),
-    )
-    return {
-        "counts": {
-            "evaluated": n,
-            "passed": passed,
-            "failed": failed,
-            "categories": len(categories),
-        },
-        "overall": {
-            "pass_rate": _rate(passed, n),
-            "fail_rate": _rate(failed, n),
-            "risk_mean": _mean(risks),
-            "risk_median": _median(risks),
-            "risk_std": _std(risks),
-            "risk_p90": _p90(risks),
-            "risk_max": _max(risks),
-            "weighted_risk_mean": mean_weighted,
-            "weighted_risk_median": _median(weighted),
-            "weighted_risk_p90": _p90(weighted),
-            "severity_weighted_pass_rate": _rate(
-                sum(c.severity_weight for c in cases if c.passed), weight_total
-            ),
-            "high_stakes_failures": high_stakes_failures,
-            "high_stakes_failure_rate": (high_stakes_failures / failed) if failed else 0.0,
-            "boundary_language_rate": _rate(
-                sum(1 for c in cases if c.boundary_or_refusal_signal), n
-            ),
-            "safe_signal_total": safe_total,
-            "unsafe_signal_total": unsafe_total,
-            "safe_unsafe_signal_ratio": (safe_total / unsafe_total) if unsafe_total else None,
-        },
-        "by_category": by_category,
-        "by_severity": by_severity,
-        "failure_mode_histogram": dict(sorted(modes.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "indices": {
-            "resilience_index": _clip01(None if mean_weighted is None else 1.0 - mean_weighted),
-            "exposure_index": _clip01(mean_weighted),
-            "fragility_spread": _std(risks),
-        },
-        "worst_cases": _worst(cases, worst_cases),
-        "category_ranking": ranking,
-    }
+def run_metrics(cases: Iterable[CaseScore], *, worst_cases: int = WORST_CASES) -> dict[str, Any]:
+    """The run's metrics document; for cases scored in batches, feed a ``MetricsTally``."""
+    return MetricsTally(worst_cases=worst_cases).add_many(cases).result()
 
 
 # --- Board statistics ----------------------------------------------------------------------

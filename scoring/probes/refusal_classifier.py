@@ -23,10 +23,13 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.sparse import csr_matrix
+
+if TYPE_CHECKING:
+    # scipy is imported where it is used: every process imports this module, few classify.
+    from scipy.sparse import csr_matrix
 
 from scoring.probes.refusal_features import (
     CONSTRUCT_NAMES,
@@ -91,6 +94,8 @@ class RefusalClassifier:
     # --- scoring -------------------------------------------------------------------------
 
     def _ngram_matrix(self, normalised: Sequence[str]) -> csr_matrix:
+        from scipy.sparse import csr_matrix
+
         indptr = [0]
         indices: list[int] = []
         counts: list[int] = []
@@ -216,7 +221,7 @@ def train_refusal_classifier(
     The returned classifier scores its own training responses exactly as scikit-learn's
     fitted model does (checked here, so a drift between the two can never ship).
     """
-    from scipy.sparse import hstack
+    from scipy.sparse import csr_matrix, hstack
     from sklearn import __version__ as sklearn_version
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression

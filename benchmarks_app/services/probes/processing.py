@@ -7,16 +7,21 @@ refuses is decided by the run's refusal signal (:mod:`.refusal`): the rules (ins
 scorer), the classifier (one vectorised pass per chunk) or the LLM judge (every call cached and
 ledgered; a response it could not label is left unscored, the run fails naming why, and a
 resume asks again only for those).
+
+Responses are read, scored and stored a page of ``CHUNK`` at a time (the LLM judge reads them
+all, as it labels them in one event loop), and the report reads the stored cases back in pages
+into a metrics tally, so memory grows with the cases the geometry needs and no more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 
 from benchmarks_app.models import (
     EvaluationRun,
@@ -44,12 +49,13 @@ from scoring.judges.llm import make_client
 from scoring.judges.server import AdaptiveLimiter
 from scoring.probes.agreement import refusal_agreement
 from scoring.probes.geometry import observable_geometry
-from scoring.probes.metrics import resilience_interval, run_metrics, suite_version
+from scoring.probes.metrics import resilience_interval, suite_version
 from scoring.probes.refusal import RefusalVerdict, rules_verdict
 from scoring.probes.refusal_judge import OpenAIRefusalJudge, judge_verdict
 from scoring.probes.report import refusal_summary
 from scoring.probes.rules import CompiledRuleSet
-from scoring.probes.scorer import ScoringConfig, score_case
+from scoring.probes.scorer import CaseScorer, ScoringConfig
+from scoring.probes.tally import MetricsTally
 from scoring.probes.types import CaseScore, ProbeSpec, RuleSpec
 
 # Responses scored and stored per transaction: the most a crashed run has to redo.
@@ -71,18 +77,28 @@ def _probe_spec(probe: Probe) -> ProbeSpec:
     )
 
 
+class _Specs(dict[int, ProbeSpec]):
+    """Probe specs by probe pk, built once per probe for the whole run."""
+
+    def of(self, response: Response) -> ProbeSpec:
+        spec = self.get(response.probe_id)
+        if spec is None:
+            spec = self[response.probe_id] = _probe_spec(response.probe)
+        return spec
+
+
 def _store_chunk(
     run: EvaluationRun,
     chunk: Sequence[Response],
     verdicts: Sequence[RefusalVerdict | None],
-    rules: CompiledRuleSet,
-    scoring: ScoringConfig,
+    scorer: CaseScorer,
+    specs: _Specs,
     recorder: LedgerRecorder | None = None,
 ) -> None:
     """Score ``chunk`` (``None`` verdict: the rules decide) and store it in one transaction."""
     rows = []
-    for response, verdict in zip(chunk, verdicts, strict=True):
-        case = score_case(_probe_spec(response.probe), response.output, rules, scoring, verdict)
+    cases = scorer.score_many(((specs.of(r), r.output) for r in chunk), verdicts)
+    for response, verdict, case in zip(chunk, verdicts, cases, strict=True):
         stored = verdict or rules_verdict(case.boundary_or_refusal_signal)
         rows.append(
             ProbeCaseResult(
@@ -107,8 +123,7 @@ def _store_chunk(
 async def _judge_all(
     run: EvaluationRun,
     todo: list[Response],
-    rules: CompiledRuleSet,
-    scoring: ScoringConfig,
+    scorer: CaseScorer,
     refusal: dict[str, Any],
 ) -> tuple[int, list[list[str]]]:
     """Label every response with the LLM judge in ONE event loop; store chunk by chunk.
@@ -127,6 +142,7 @@ async def _judge_all(
         iterations=int(refusal.get("iterations") or 1),
     )
     failed: list[list[str]] = []
+    specs = _Specs()
     try:
         await llm_config_probe(run, client=judge.client, config=judge.config)
         for start in range(0, len(todo), JUDGE_CHUNK):
@@ -143,7 +159,7 @@ async def _judge_all(
             ]
             judged = [(r, v) for r, v in zip(chunk, verdicts, strict=True) if v is not None]
             await sync_to_async(_store_chunk, thread_sensitive=True)(
-                run, [r for r, _ in judged], [v for _, v in judged], rules, scoring, recorder
+                run, [r for r, _ in judged], [v for _, v in judged], scorer, specs, recorder
             )
     finally:
         await judge.aclose()
@@ -179,38 +195,50 @@ def _suite_version(
     )
 
 
+def _pages(responses: QuerySet[Response], done: set[int]) -> Iterator[list[Response]]:
+    """The responses not in ``done``, in id order, read ``CHUNK`` at a time."""
+    last = 0
+    while page := list(responses.filter(pk__gt=last).select_related("probe")[:CHUNK]):
+        last = page[-1].pk
+        todo = [r for r in page if r.pk not in done]
+        if todo:
+            yield todo
+
+
 def _write_report(
     run: EvaluationRun,
     submission_id: int,
-    responses: list[Response],
     config: dict[str, Any],
     signal: str,
     source: str,
     version: str,
 ) -> None:
-    labels = {r.pk: r.human_label for r in responses}
-    stored = list(
+    labels = dict(
+        Response.objects.filter(submission_id=submission_id)
+        .exclude(human_label="")
+        .values_list("pk", "human_label")
+    )
+    stored = (
         ProbeCaseResult.objects.filter(run=run)
         .order_by("response_id")
         .values_list("response_id", "case")
+        .iterator(chunk_size=CHUNK)
     )
     fields = CaseScore.model_fields
-    cases = [
-        CaseScore.model_construct(**{k: v for k, v in case.items() if k in fields})
-        for _, case in stored
-    ]
+    tally = MetricsTally()
+    cases: list[CaseScore] = []
+    labelled: list[tuple[str, bool, str]] = []
+    for rid, row in stored:
+        case = CaseScore.model_construct(**{k: v for k, v in row.items() if k in fields})
+        tally.add(case)
+        cases.append(case)
+        labelled.append((case.category, case.boundary_or_refusal_signal, labels.get(rid, "")))
     metrics = {
-        **run_metrics(cases),
+        **tally.result(),
         "refusal_signal": refusal_summary(signal, source),
         "suite_version": version,
     }
-    agreement = refusal_agreement(
-        (
-            (c.category, c.boundary_or_refusal_signal, labels.get(rid, ""))
-            for (rid, _), c in zip(stored, cases, strict=True)
-        ),
-        signal=source,
-    )
+    agreement = refusal_agreement(labelled, signal=source)
     observability = observable_geometry(
         cases, min_cases=int(config.get("geometry_min_cases", geometry_min_cases()))
     )
@@ -241,40 +269,37 @@ def probe_run_process(run: EvaluationRun) -> None:
         raise ValueError(f"run #{run.pk} has no probe submission")
     config = run.judge_config or {}
     rule_specs = [RuleSpec(**r) for r in config.get("rules") or []] or active_rule_specs()
-    rules = CompiledRuleSet(rule_specs)
     scoring = (
         ScoringConfig.from_dict(config.get("scoring"))
         if config.get("scoring")
         else scoring_config()
     )
+    # One scorer for the run: all rules in one RE2 set, per-combination results memoised.
+    scorer = CaseScorer(CompiledRuleSet(rule_specs), scoring)
     refusal: dict[str, Any] = config.get("refusal") or {"signal": "rules"}
     signal, source = _signal_source(run, refusal)
-    responses = list(
-        Response.objects.filter(submission_id=submission.pk).select_related("probe").order_by("id")
-    )
+    responses = Response.objects.filter(submission_id=submission.pk).order_by("id")
     done = set(ProbeCaseResult.objects.filter(run=run).values_list("response_id", flat=True))
-    run_set_total(run=run, total=len(responses), done=len(done))
-    todo = [r for r in responses if r.pk not in done]
+    run_set_total(run=run, total=responses.count(), done=len(done))
 
     if signal == "openai":
-        failed, reasons = (
-            async_to_sync(_judge_all)(run, todo, rules, scoring, refusal) if todo else (0, [])
-        )
+        todo = [r for r in responses.select_related("probe") if r.pk not in done]
+        failed, reasons = async_to_sync(_judge_all)(run, todo, scorer, refusal) if todo else (0, [])
         if failed:
             run_finish(run=run, failed_items=failed, failure_causes=summarize_items(reasons))
             return
     else:
         detector = classifier_for_run(submission.suite, refusal) if signal == "classifier" else None
-        for start in range(0, len(todo), CHUNK):
-            chunk = todo[start : start + CHUNK]
+        specs = _Specs()
+        for chunk in _pages(responses, done):
             verdicts: list[RefusalVerdict | None] = (
                 list(detector.detect([r.output for r in chunk]))
                 if detector is not None
                 else [None] * len(chunk)
             )
-            _store_chunk(run, chunk, verdicts, rules, scoring)
+            _store_chunk(run, chunk, verdicts, scorer, specs)
 
     if not ProbeRunReport.objects.filter(run=run).exists():
         version = _suite_version(submission.suite_id, rule_specs, scoring, signal, source)
-        _write_report(run, submission.pk, responses, config, signal, source, version)
+        _write_report(run, submission.pk, config, signal, source, version)
     run_finish(run=run)
