@@ -30,7 +30,8 @@ NOTIFY = "benchmarks_app.services.notifications.run_end_notify"
 
 def _function(dotted: str) -> Callable[..., Any]:
     module, name = dotted.rsplit(".", 1)
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return function
 
 
 def run_ended(*, run: EvaluationRun) -> None:
