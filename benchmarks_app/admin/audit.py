@@ -341,7 +341,8 @@ class ScanFindingInline(admin.TabularInline):
 
 @admin.register(Scanner)
 class ScannerAdmin(admin.ModelAdmin):
-    list_display = ("name", "owner", "created_at")
+    list_display = ("name", "owner", "is_baseline", "created_at")
+    list_filter = ("is_baseline",)
     search_fields = ("name", "description")
 
 

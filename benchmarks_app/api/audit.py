@@ -24,18 +24,24 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchmarks_app.api.audit_submit import DatasetSubmitView, SubmitResultsView
-from benchmarks_app.api.leaderboard import LeaderboardListView, ordering_parameter
+from benchmarks_app.api.audit_board import (
+    RELEASE_PARAMETERS,
+    LeaderboardView,
+    board_params,
+)
+from benchmarks_app.api.audit_submit import (
+    DatasetSubmitView,
+    RunChooseView,
+    ScannerDescriptionSerializer,
+    SubmitResultsView,
+    scanner_describe,
+)
 from benchmarks_app.models import Repo, Scanner
 from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit import ReportNotFound, audit_report
 from benchmarks_app.selectors.audit_boards import (
-    PUBLIC_ROW_KEYS,
-    BoardNotFound,
     audit_boards,
-    board_document,
     published_release,
-    resolve_board,
 )
 from benchmarks_app.selectors.visibility import truth_findings_redacted, visible_repos
 from scoring.audit.metrics import severity_counts
@@ -50,7 +56,8 @@ class ScannerSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Scanner
-        fields = ["id", "url", "name", "description", "run_count", "scan_result_count"]
+        fields = ["id", "url", "name", "description", "is_baseline", "run_count"]
+        fields += ["scan_result_count"]
         fields += ["created_at"]
         read_only_fields = fields
 
@@ -81,10 +88,17 @@ class ScannerListView(generics.ListAPIView):
 
 
 class ScannerDetailView(generics.RetrieveAPIView):
+    """One scanner; its owner (or staff) may change its description with ``PATCH``."""
+
     serializer_class = ScannerSerializer
 
     def get_queryset(self) -> QuerySet[Scanner]:
         return _scanners()
+
+    @extend_schema(request=ScannerDescriptionSerializer, responses=ScannerSerializer)
+    def patch(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        scanner_describe(request, self.get_object())
+        return self.retrieve(request, *args, **kwargs)
 
 
 class RepoSerializer(serializers.ModelSerializer):
@@ -206,97 +220,7 @@ class RepoDetailView(generics.RetrieveAPIView):
 
 
 # --- Leaderboard, reports, result uploads ------------------------------------------------
-
-
-class AuditLeaderboardRowSerializer(serializers.Serializer):
-    """One scanner on one board (a dataset release and a judge); counts summed over repos."""
-
-    scanner = serializers.CharField(help_text="Scanner name.")
-    rank = serializers.IntegerField(
-        allow_null=True,
-        help_text="By F1 with partial, then F1; equal numbers share a rank. Null: incomplete.",
-    )
-    rank_low = serializers.IntegerField(
-        allow_null=True, help_text="Best rank the 95% intervals allow."
-    )
-    rank_high = serializers.IntegerField(
-        allow_null=True, help_text="Worst rank the 95% intervals allow."
-    )
-    complete = serializers.BooleanField(help_text="Evaluated on every repo of the release.")
-    repos_evaluated = serializers.IntegerField()
-    repos_total = serializers.IntegerField(help_text="Repos in the release.")
-    tp = serializers.IntegerField(help_text="Exact matches (true positives).")
-    partial = serializers.IntegerField(  # type: ignore[assignment]
-        help_text="Partial matches: right contract, function and core issue."
-    )
-    fp = serializers.IntegerField(help_text="Reported findings matching nothing.")
-    fn = serializers.IntegerField(help_text="Verified findings not found.")
-    precision = serializers.FloatField(allow_null=True, help_text="TP / reported, in [0, 1].")
-    recall = serializers.FloatField(allow_null=True, help_text="TP / verified, in [0, 1].")
-    f1 = serializers.FloatField(allow_null=True)
-    f1_with_partial = serializers.FloatField(allow_null=True, help_text="The ranking metric.")
-    f1_with_partial_ci = serializers.ListField(
-        child=serializers.FloatField(),
-        min_length=2,
-        max_length=2,
-        allow_null=True,
-        help_text="95% percentile bootstrap interval [low, high] over truth findings.",
-    )
-
-
-AUDIT_ORDERING = [k for k in PUBLIC_ROW_KEYS if k != "f1_with_partial_ci"]
-# Older clients order by ``repos``: the repos evaluated.
-ORDERING_ALIASES = {"repos": "repos_evaluated"}
-
-
-def _board_params(request: Request) -> dict[str, str | None]:
-    params = {k: request.query_params.get(k) or None for k in ("dataset", "release", "judge")}
-    release = params["release"]
-    if release is not None and not (release.isascii() and release.isdigit()):
-        raise ValidationError({"release": "must be a release number (an integer)"})
-    return params
-
-
-BOARD_PARAMETERS = [
-    OpenApiParameter("dataset", str, description="dataset slug (default: the site's first)"),
-    OpenApiParameter(
-        "release",
-        {"type": "integer", "minimum": 0},
-        description="release number (default: the dataset's official release)",
-    ),
-    OpenApiParameter(
-        "judge", str, description="offline, openai:MODEL or replay:DIR (default: official)"
-    ),
-]
-
-
-class LeaderboardView(LeaderboardListView):
-    """One audit board: a dataset release and a judge (default: the official ones).
-
-    The rows of ``manage.py audit_leaderboard --format json``: ranked scanners (evaluated on
-    every repo of the release) first, then incomplete ones, unranked. Paginated (`page`,
-    `page_size`); `ordering` re-orders the rows, keeping their rank.
-    """
-
-    serializer_class = AuditLeaderboardRowSerializer
-    ordering_fields = [*AUDIT_ORDERING, *ORDERING_ALIASES]
-
-    @extend_schema(
-        parameters=[*BOARD_PARAMETERS, ordering_parameter([*AUDIT_ORDERING, "repos"], "rank")]
-    )
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
-
-    def ordering_alias(self, field: str) -> str:
-        return ORDERING_ALIASES.get(field, field)
-
-    def get_rows(self) -> list[dict[str, Any]]:
-        try:
-            board = resolve_board(**_board_params(self.request))
-        except BoardNotFound as exc:
-            field, _, message = str(exc).partition(": ")
-            raise NotFound({field: message}) from None
-        return board_document(board)["rows"]
+# The leaderboard itself (rows, orderings, parameters) is in api/audit_board.py.
 
 
 class BoardSerializer(serializers.Serializer):
@@ -388,7 +312,7 @@ class ReportView(APIView):
                 {"type": "integer", "minimum": 0, "maximum": MAX_ID},
                 description="one run instead of a board row",
             ),
-            *BOARD_PARAMETERS,
+            *RELEASE_PARAMETERS,
         ],
         responses=OpenApiTypes.OBJECT,
     )
@@ -396,9 +320,14 @@ class ReportView(APIView):
         run = request.query_params.get("run")
         if run is not None and not (run.isascii() and run.isdigit() and int(run) <= MAX_ID):
             raise ValidationError({"run": "must be a run id (an integer)"})
-        board = _board_params(request)
+        board = board_params(request, phase=False)
         try:
-            report = audit_report(scanner_name=scanner, run_id=int(run) if run else None, **board)
+            report = audit_report(
+                scanner_name=scanner,
+                run_id=int(run) if run else None,
+                user=request.user,
+                **board,
+            )
         except ReportNotFound as exc:
             raise NotFound(str(exc)) from None
         return Response(report)
@@ -418,5 +347,6 @@ urlpatterns = [
         name="audit-dataset-submit",
     ),
     path("reports/<str:scanner>/", ReportView.as_view(), name="audit-report"),
+    path("runs/<int:pk>/choose/", RunChooseView.as_view(), name="audit-run-choose"),
     path("repos/<str:project_id>/results/", SubmitResultsView.as_view(), name="audit-submit"),
 ]

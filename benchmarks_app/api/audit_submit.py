@@ -2,7 +2,12 @@
 
 Both call the services the web forms call, so the checks and messages are the same; a refused
 upload stores nothing (400 naming the field, 403 for someone else's scanner name, 429 past the
-daily limit with ``Retry-After``).
+daily limit with ``Retry-After``). An upload of exactly the findings a live run already judges
+answers 200 with ``"status": "unchanged"`` and that run: nothing stored, no quota used.
+
+Both take, as query parameters, form fields or top-level keys of a JSON body:
+``confirm_untitled`` (keep findings that have neither title nor description) and the entry's
+method: ``method_name``, ``method_description``, ``method_url``.
 """
 
 from __future__ import annotations
@@ -16,24 +21,33 @@ from django.urls import reverse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
-from rest_framework.exceptions import ErrorDetail, PermissionDenied, Throttled, ValidationError
+from rest_framework import serializers, status
+from rest_framework.exceptions import (
+    ErrorDetail,
+    NotAuthenticated,
+    PermissionDenied,
+    Throttled,
+    ValidationError,
+)
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchmarks_app.models import EvaluationRun
+from benchmarks_app.models import Benchmark, EvaluationRun, Scanner
 from benchmarks_app.models.audit import AuditDataset
-from benchmarks_app.selectors.visibility import visible_repos
+from benchmarks_app.selectors.visibility import visible_repos, visible_runs
 from benchmarks_app.services.audit import (
     AuditQuotaExceeded,
     AuditRunError,
+    AuditUnchanged,
     audit_dataset_submit,
     audit_dataset_upload,
+    audit_run_choose,
     audit_scan_submit,
     audit_scan_upload,
+    audit_scanner_describe,
     parse_declared_empty,
 )
 
@@ -69,6 +83,53 @@ def _flag(value: Any, field: str) -> bool:
     raise ValidationError({field: "must be true or false"})
 
 
+METHOD_KEYS = ("method_name", "method_description", "method_url")
+OPTION_KEYS = ("scanner", "judge", "declared_empty", "confirm_untitled", *METHOD_KEYS)
+
+
+def _options(request: Request, data: Any) -> dict[str, Any]:
+    """``confirm_untitled`` and the method fields, from the query, the form or the body."""
+    query = request.query_params
+    body = data if isinstance(data, QueryDict | dict) else {}
+    confirm = query.get("confirm_untitled")
+    if confirm is None:
+        confirm = body.get("confirm_untitled")
+    out: dict[str, Any] = {"confirm_untitled": _flag(confirm, "confirm_untitled")}
+    for key in METHOD_KEYS:
+        value = query.get(key)
+        out[key] = value if value is not None else (body.get(key) or "")
+    return out
+
+
+PARAMETERS = [
+    OpenApiParameter(
+        "confirm_untitled",
+        bool,
+        description="keep findings that have neither title nor description (else refused)",
+    ),
+    OpenApiParameter("method_name", str, description="the entry's method (at most 100 chars)"),
+    OpenApiParameter("method_description", str, description="a short description (500 chars)"),
+    OpenApiParameter("method_url", str, description="an http(s) link about the method"),
+]
+
+
+def _unchanged(request: Request, exc: AuditUnchanged) -> Response:
+    run = exc.run
+    name = run.scanner.name if run.scanner else ""
+    return Response(
+        {
+            "status": "unchanged",
+            "detail": str(exc).removeprefix("unchanged: "),
+            "run": run.pk,
+            "run_status": run.status,
+            "scanner": name,
+            "release": str(run.release) if run.release_id else None,
+            **_urls(request, run, name),
+        },
+        status=status.HTTP_200_OK,
+    )
+
+
 def _urls(request: Request, run: EvaluationRun, scanner: str) -> dict[str, str]:
     return {
         "run_url": request.build_absolute_uri(reverse("audit:run", args=[run.pk])),
@@ -87,8 +148,8 @@ class SubmitResultsView(APIView):
     ``?scanner=NAME``, a ``scanner`` form field, or a top-level ``"scanner"`` key; the judge
     (``offline`` or ``openai``) from ``?judge=`` or a ``judge`` form field. Results without
     any finding are refused unless ``declared_empty=true`` says the tool found nothing in
-    the repo. Answers 202 with the queued run; 403 when the scanner name belongs to somebody
-    else.
+    the repo. Answers 202 with the queued run; 200 ``unchanged`` when a live run already
+    judges exactly these findings; 403 when the scanner name belongs to somebody else.
     """
 
     permission_classes = [IsAuthenticated]
@@ -107,6 +168,7 @@ class SubmitResultsView(APIView):
                 description="the dataset whose release to judge against, "
                 "where the repo is in several",
             ),
+            *PARAMETERS,
         ],
         request=OpenApiTypes.OBJECT,
         responses={202: OpenApiTypes.OBJECT},
@@ -132,37 +194,43 @@ class SubmitResultsView(APIView):
                 raise ValidationError(
                     {"file": "upload the results as a JSON file, or send them as a JSON body"}
                 )
-        elif isinstance(data, dict) and ("scanner" in data or "declared_empty" in data):
+        options = _options(request, data)
+        if isinstance(data, dict) and any(k in data for k in OPTION_KEYS if k != "judge"):
             scanner = scanner or str(data.get("scanner") or "")
             empty = empty if empty is not None else data.get("declared_empty")
-            data = {k: v for k, v in data.items() if k not in ("scanner", "declared_empty")}
+            data = {k: v for k, v in data.items() if k not in OPTION_KEYS or k == "judge"}
         if not scanner:
             raise ValidationError({"scanner": "give the scanner's name (?scanner=NAME)"})
         declared = _flag(empty, "declared_empty")
-        if upload is not None:
-            run = _submitted(
-                lambda: audit_scan_upload(
-                    user=request.user,
-                    scanner_name=scanner,
-                    repo=repo,
-                    upload=upload,
-                    judge=judge,
-                    declared_empty=declared,
-                    dataset=dataset,
+        try:
+            if upload is not None:
+                run = _submitted(
+                    lambda: audit_scan_upload(
+                        user=request.user,
+                        scanner_name=scanner,
+                        repo=repo,
+                        upload=upload,
+                        judge=judge,
+                        declared_empty=declared,
+                        dataset=dataset,
+                        **options,
+                    )
                 )
-            )
-        else:
-            run = _submitted(
-                lambda: audit_scan_submit(
-                    user=request.user,
-                    scanner_name=scanner,
-                    repo=repo,
-                    data=data,
-                    judge=judge,
-                    declared_empty=declared,
-                    dataset=dataset,
+            else:
+                run = _submitted(
+                    lambda: audit_scan_submit(
+                        user=request.user,
+                        scanner_name=scanner,
+                        repo=repo,
+                        data=data,
+                        judge=judge,
+                        declared_empty=declared,
+                        dataset=dataset,
+                        **options,
+                    )
                 )
-            )
+        except AuditUnchanged as exc:
+            return _unchanged(request, exc)
         run.refresh_from_db()
         name = run.scanner.name if run.scanner else scanner
         return Response(
@@ -205,6 +273,7 @@ class DatasetSubmitView(APIView):
                 str,
                 description="project ids (comma-separated) where the tool found nothing",
             ),
+            *PARAMETERS,
         ],
         request=OpenApiTypes.OBJECT,
         responses={202: OpenApiTypes.OBJECT},
@@ -240,35 +309,39 @@ class DatasetSubmitView(APIView):
         if not scanner:
             raise ValidationError({"scanner": "give the scanner's name (?scanner=NAME)"})
         declared = _submitted(lambda: parse_declared_empty(empty))
-        if upload is not None:
-            run = _submitted(
-                lambda: audit_dataset_upload(
-                    user=request.user,
-                    scanner_name=scanner,
-                    dataset=dataset,
-                    upload=upload,
-                    declared_empty=declared,
-                    judge=judge,
+        options = _options(request, data)
+        try:
+            if upload is not None:
+                run = _submitted(
+                    lambda: audit_dataset_upload(
+                        user=request.user,
+                        scanner_name=scanner,
+                        dataset=dataset,
+                        upload=upload,
+                        declared_empty=declared,
+                        judge=judge,
+                        **options,
+                    )
                 )
-            )
-        else:
-            results = {
-                k: v for k, v in data.items() if k not in ("scanner", "judge", "declared_empty")
-            }
-            if not results:
-                raise ValidationError(
-                    {"results": "no repo in the body; send {project_id: findings}"}
+            else:
+                results = {k: v for k, v in data.items() if k not in OPTION_KEYS}
+                if not results:
+                    raise ValidationError(
+                        {"results": "no repo in the body; send {project_id: findings}"}
+                    )
+                run = _submitted(
+                    lambda: audit_dataset_submit(
+                        user=request.user,
+                        scanner_name=scanner,
+                        dataset=dataset,
+                        results=results,
+                        declared_empty=declared,
+                        judge=judge,
+                        **options,
+                    )
                 )
-            run = _submitted(
-                lambda: audit_dataset_submit(
-                    user=request.user,
-                    scanner_name=scanner,
-                    dataset=dataset,
-                    results=results,
-                    declared_empty=declared,
-                    judge=judge,
-                )
-            )
+        except AuditUnchanged as exc:
+            return _unchanged(request, exc)
         run.refresh_from_db()
         name = run.scanner.name if run.scanner else scanner
         return Response(
@@ -284,3 +357,58 @@ class DatasetSubmitView(APIView):
             },
             status=status.HTTP_202_ACCEPTED,
         )
+
+
+# --- Entry choice and scanner descriptions (owners' writes) ---------------------------------
+
+
+class ChooseSerializer(serializers.Serializer):
+    chosen = serializers.BooleanField(
+        default=True,
+        help_text="true: this run stands for its scanner on its board; false: the latest does.",
+    )
+
+
+class RunChooseView(APIView):
+    """Choose which complete run of your scanner stands for it on its release's (phase's) board.
+
+    Only the scanner's owner may; one run is chosen per scanner, release and phase (choosing
+    one unchooses the others). ``{"chosen": false}`` goes back to the latest results.
+    """
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=ChooseSerializer, responses={200: OpenApiTypes.OBJECT})
+    def post(self, request: Request, pk: int) -> Response:
+        run = get_object_or_404(visible_runs(request.user).filter(benchmark=Benchmark.AUDIT), pk=pk)
+        body = ChooseSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        chosen = body.validated_data["chosen"]
+        run = _submitted(lambda: audit_run_choose(user=request.user, run=run, chosen=chosen))
+        return Response(
+            {
+                "run": run.pk,
+                "chosen": run.board_choice,
+                "scanner": run.scanner.name if run.scanner else None,
+                "release": str(run.release) if run.release_id else None,
+                "phase": run.phase.slug if run.phase is not None else None,
+            }
+        )
+
+
+class ScannerDescriptionSerializer(serializers.Serializer):
+    description = serializers.CharField(
+        allow_blank=True, max_length=2000, trim_whitespace=False, help_text="At most 2000 chars."
+    )
+
+
+def scanner_describe(request: Request, scanner: Scanner) -> None:
+    """Set ``scanner``'s description from the request body (its owner or staff only)."""
+    if not request.user.is_authenticated:
+        raise NotAuthenticated()
+    body = ScannerDescriptionSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    description = body.validated_data["description"]
+    _submitted(
+        lambda: audit_scanner_describe(user=request.user, scanner=scanner, description=description)
+    )

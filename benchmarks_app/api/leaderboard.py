@@ -1,9 +1,10 @@
-"""The base of the three leaderboard endpoints (``/api/<benchmark>/leaderboard/``).
+"""The bases of the three leaderboard endpoints (``/api/<benchmark>/leaderboard/``).
 
-A leaderboard is computed by its benchmark's selector as a ranked list of rows (not a
-queryset: ranks, ties and per-suite numbering are decided there), so ordering and pagination
-happen here, on that list, and every leaderboard answers with the envelope of every other
-list endpoint::
+:class:`BoardRowListView` pages a board's stored rows (one row per entrant, written when a
+run ends, with its rank) in the database: ``?ordering=`` becomes ``ORDER BY`` and a page is
+one ``LIMIT`` query plus a count, whatever the number of entrants. :class:`LeaderboardListView`
+is the older base that orders and pages a selector's list in Python (kept for boards that
+have no stored rows yet). Both answer with the envelope of every other list endpoint::
 
     {"count": 23, "next": "...?page=2", "previous": null, "results": [{"rank": 1, ...}]}
 
@@ -15,9 +16,10 @@ row keeps the rank its selector gave it. An unknown field is a 400 naming it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.db.models import Expression, F, Model, QuerySet
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import generics
 from rest_framework.exceptions import ValidationError
@@ -36,6 +38,35 @@ def _key(value: Any) -> Any:
     if isinstance(value, str):
         return value.casefold()
     return value
+
+
+def ordering_terms(
+    request: Request, fields: Sequence[str], aliases: Mapping[str, str] | None = None
+) -> list[tuple[str, bool]]:
+    """``?ordering=`` as (field, descending) pairs, aliases resolved; ``[]`` when absent.
+
+    Raises :class:`ValidationError` on ``ordering`` when it is given twice or names a field
+    not in ``fields`` (the same 400 as :func:`order_rows`).
+    """
+    orderings = request.query_params.getlist("ordering")
+    if len(orderings) > 1:
+        raise ValidationError({"ordering": "give it once (fields separated by commas)"})
+    if not orderings or not orderings[0]:
+        return []
+    aliases = aliases or {}
+    terms = []
+    for raw in orderings[0].split(","):
+        name = raw.removeprefix("-")
+        name = aliases.get(name, name)
+        if name not in fields:
+            raise ValidationError(
+                {
+                    "ordering": f"unknown field {raw.removeprefix('-')!r}; order by one of: "
+                    f"{', '.join(fields)} (prefix '-' for descending)"
+                }
+            )
+        terms.append((name, raw.startswith("-")))
+    return terms
 
 
 def order_rows(
@@ -116,3 +147,58 @@ class LeaderboardListView(generics.ListAPIView):
         page: list[dict[str, Any]] | None = self.paginate_queryset(rows)  # type: ignore[arg-type]
         assert page is not None  # a pagination class is always set
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class BoardRowListView(generics.ListAPIView):
+    """A board's stored rows (one per entrant), ordered and paged by the database.
+
+    Subclasses give:
+
+    * :meth:`get_board_queryset`: the rows of the board asked for (filtered to what the
+      user may see), with whatever ``select_related`` :meth:`row` needs;
+    * ``ordering_columns``: API ordering name → column (a field path or an expression);
+    * ``default_ordering``: the columns of the board's own order (best first);
+    * :meth:`row`: a stored row → the dict the ``serializer_class`` renders.
+
+    ``?ordering=`` puts rows without a value last in both directions, then keeps the board's
+    own order for ties, so pages never overlap. Unknown fields are a 400 naming the field.
+    """
+
+    permission_classes = [AllowAny]
+    pagination_class = StandardPagination
+    filter_backends: list[Any] = []
+    ordering_columns: Mapping[str, str | Expression] = {}
+    ordering_aliases: Mapping[str, str] = {}
+    default_ordering: Sequence[str] = ("position",)
+
+    def get_board_queryset(self) -> QuerySet[Any]:
+        raise NotImplementedError
+
+    def row(self, obj: Model) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def ordering_fields(self) -> list[str]:
+        return [*self.ordering_columns, *self.ordering_aliases]
+
+    def order_by(self) -> list[Any]:
+        """The ``ORDER BY`` of the request: its ``?ordering=``, then the board's order."""
+        terms = []
+        for name, descending in ordering_terms(
+            self.request, list(self.ordering_columns), self.ordering_aliases
+        ):
+            column = self.ordering_columns[name]
+            expression = F(column) if isinstance(column, str) else column
+            terms.append(
+                expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+            )
+        return [*terms, *self.default_ordering, "pk"]
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return self.get_board_queryset().order_by(*self.order_by())
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        assert page is not None  # a pagination class is always set
+        rows = [self.row(obj) for obj in page]
+        return self.get_paginated_response(self.get_serializer(rows, many=True).data)

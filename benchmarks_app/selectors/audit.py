@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
 from benchmarks_app.models import (
@@ -28,6 +28,7 @@ from benchmarks_app.models import (
     TruthFinding,
 )
 from benchmarks_app.models.audit import AuditBoardRow, AuditRunScan
+from benchmarks_app.models.phases import Phase
 from benchmarks_app.selectors.audit_boards import (
     Board,
     BoardNotFound,
@@ -35,7 +36,8 @@ from benchmarks_app.selectors.audit_boards import (
     board_judge_key,
     resolve_board,
 )
-from benchmarks_app.selectors.visibility import truth_details_visible, visible_runs
+from benchmarks_app.selectors.phases import phase_limits
+from benchmarks_app.selectors.visibility import is_staff, truth_details_visible, visible_runs
 from scoring.audit.metrics import (
     RATIO_KEYS,
     as_shown,
@@ -76,8 +78,24 @@ def _scan_versions(rows: list[AuditRepoResult]) -> dict[str, int]:
     }
 
 
-def _run_report(scanner: Scanner, run_id: int) -> dict[str, Any]:
-    evaluation = EvaluationRun.objects.filter(pk=run_id, scanner=scanner).first()
+# ``user`` of the readers below when the caller is the command line: no phase is hidden.
+EVERYONE: Any = object()
+
+
+def hidden_phase_runs_visible(runs: QuerySet[EvaluationRun], user: Any) -> QuerySet[EvaluationRun]:
+    """``runs`` without those of a hidden, unrevealed phase, except for staff and for the
+    owner of the run's scanner (participants see only their own scores meanwhile)."""
+    if user is EVERYONE or is_staff(user):
+        return runs
+    shown = Q(phase__isnull=True) | Q(phase__is_hidden=False) | Q(phase__revealed_at__isnull=False)
+    if getattr(user, "is_authenticated", False):
+        shown |= Q(scanner__owner=user)
+    return runs.filter(shown)
+
+
+def _run_report(scanner: Scanner, run_id: int, user: Any = EVERYONE) -> dict[str, Any]:
+    runs = hidden_phase_runs_visible(EvaluationRun.objects.filter(scanner=scanner), user)
+    evaluation = runs.filter(pk=run_id).first()
     if evaluation is None:
         raise ReportNotFound(f"run: no run #{run_id} of scanner {scanner.name!r}")
     latest = (
@@ -104,15 +122,15 @@ def _report_board(scanner: Scanner, board: Board, judge_given: bool) -> Board:
     if (
         judge_given
         or AuditBoardRow.objects.filter(
-            release=board.release, judge=board.judge, scanner=scanner
+            release=board.release, judge=board.judge, phase__isnull=True, scanner=scanner
         ).exists()
     ):
         return board
     judges = sorted(
         set(
-            AuditBoardRow.objects.filter(release=board.release, scanner=scanner).values_list(
-                "judge", flat=True
-            )
+            AuditBoardRow.objects.filter(
+                release=board.release, phase__isnull=True, scanner=scanner
+            ).values_list("judge", flat=True)
         )
     )
     if len(judges) == 1:
@@ -132,15 +150,17 @@ def audit_report(
     dataset: str | None = None,
     release: int | str | None = None,
     judge: str | None = None,
+    user: Any = EVERYONE,
 ) -> dict[str, Any]:
     """The JSON document of ``audit_report``: one run, or the scanner's row on one board
     (by default the official release and judge; see :func:`scoring.audit.metrics.build_report`).
+    A run of a hidden phase is reported to ``user`` only if they are staff or own the scanner.
     """
     scanner = Scanner.objects.filter(name=scanner_name).first()
     if scanner is None:
         raise ReportNotFound(f"scanner: no scanner named {scanner_name!r}")
     if run_id is not None:
-        return _run_report(scanner, run_id)
+        return _run_report(scanner, run_id, user)
     try:
         board = resolve_board(dataset=dataset, release=release, judge=judge)
     except BoardNotFound as exc:
@@ -150,7 +170,7 @@ def audit_report(
         return {**report, "release": None, "judge": None, "scan_versions": {}}
     board = _report_board(scanner, board, judge_given=bool(judge))
     row = AuditBoardRow.objects.filter(
-        release=board.release, judge=board.judge, scanner=scanner
+        release=board.release, judge=board.judge, phase__isnull=True, scanner=scanner
     ).first()
     rows = (
         list(
@@ -213,7 +233,9 @@ class RepoSection:
 
 def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[RepoSection]]:
     """A run with per-repo tables of truth results; hidden truth text is left out."""
-    run = visible_runs(user).filter(benchmark="audit").get(pk=run_id)
+    run = hidden_phase_runs_visible(visible_runs(user).filter(benchmark="audit"), user).get(
+        pk=run_id
+    )
     latest_repo = (
         AuditRepoResult.objects.filter(run=run)
         .values("repo_id")
@@ -307,33 +329,56 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
 
 @dataclass(frozen=True)
 class AuditSubmissionQuota:
-    """A participant's audit submissions today (UTC day); ``daily_limit`` None: no limit."""
+    """A participant's audit submissions today (UTC day); ``daily_limit`` None: no limit.
+
+    In a phase with limits of its own, both counts are of that phase's submissions, and
+    ``total_limit`` caps the phase's submissions in all (None: no cap).
+    """
 
     daily_limit: int | None
     used_today: int
     resets_at: datetime
+    total_limit: int | None = None
+    used_total: int = 0
+    phase: str | None = None
 
     @property
     def remaining(self) -> int | None:
-        if self.daily_limit is None:
-            return None
-        return max(0, self.daily_limit - self.used_today)
+        left = []
+        if self.daily_limit is not None:
+            left.append(max(0, self.daily_limit - self.used_today))
+        if self.total_limit is not None:
+            left.append(max(0, self.total_limit - self.used_total))
+        return min(left) if left else None
+
+    @property
+    def total_reached(self) -> bool:
+        return self.total_limit is not None and self.used_total >= self.total_limit
 
     @property
     def exceeded_message(self) -> str:
+        where = f" in phase {self.phase}" if self.phase else ""
+        if self.total_reached:
+            return (
+                f"the limit of {self.total_limit} audit submission(s){where} is reached "
+                f"({self.used_total} made); no more are accepted in this phase"
+            )
         return (
-            f"the daily limit of {self.daily_limit} audit submission(s) is reached "
+            f"the daily limit of {self.daily_limit} audit submission(s){where} is reached "
             f"({self.used_today} today); the next one is possible after "
             f"{self.resets_at:%Y-%m-%d %H:%M} UTC"
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "daily_limit": self.daily_limit,
             "used_today": self.used_today,
             "remaining": self.remaining,
             "resets_at": self.resets_at.isoformat(),
         }
+        if self.phase is not None:
+            out.update(phase=self.phase, total_limit=self.total_limit, used_total=self.used_total)
+        return out
 
 
 def audit_daily_limit() -> int | None:
@@ -342,19 +387,35 @@ def audit_daily_limit() -> int | None:
     return None if value is None else max(0, int(value))
 
 
-def audit_submission_quota(*, user: Any, now: datetime | None = None) -> AuditSubmissionQuota:
+def audit_submission_quota(
+    *, user: Any, now: datetime | None = None, phase: Phase | None = None
+) -> AuditSubmissionQuota:
     """Every audit run the user created today counts, whatever became of it: a run that the
-    judge failed still cost its calls. Refused submissions store no run and do not count."""
+    judge failed still cost its calls. Refused submissions store no run and do not count
+    (nor do identical re-uploads, which store none).
+
+    Submissions in a ``phase`` that sets limits (daily, total) count against those, within
+    the phase, instead of the site's daily limit (``AUDIT_DAILY_SUBMISSIONS``).
+    """
     now = now or timezone.now()
     day_start = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    used = EvaluationRun.objects.filter(
-        benchmark=Benchmark.AUDIT,
-        created_by_id=getattr(user, "pk", None),
-        created_at__gte=day_start,
-    ).count()
+    mine = EvaluationRun.objects.filter(
+        benchmark=Benchmark.AUDIT, created_by_id=getattr(user, "pk", None)
+    )
+    daily, total = phase_limits(phase)
+    if phase is not None and (daily is not None or total is not None):
+        in_phase = mine.filter(phase=phase)
+        return AuditSubmissionQuota(
+            daily_limit=daily,
+            used_today=in_phase.filter(created_at__gte=day_start).count(),
+            resets_at=day_start + timedelta(days=1),
+            total_limit=total,
+            used_total=in_phase.count() if total is not None else 0,
+            phase=phase.name,
+        )
     return AuditSubmissionQuota(
         daily_limit=audit_daily_limit(),
-        used_today=used,
+        used_today=mine.filter(created_at__gte=day_start).count(),
         resets_at=day_start + timedelta(days=1),
     )
 

@@ -4,6 +4,12 @@ A board is one (dataset release, judge) pair; its rows are written when a run en
 (:mod:`benchmarks_app.services.audit.boards`), so reading one is a constant number of queries.
 Without a choice, the dataset's official release and judge are shown (see
 :func:`resolve_board`); every answer names the release and judge it is about.
+
+A release with phases (development, final, …) has, besides its whole board (rows with no
+phase), one board per phase, of that phase's runs only. A hidden phase's board is for staff
+until it is revealed; meanwhile a participant sees only the rows of their own scanners
+(:func:`board_row_queryset`). A scanner's owner may choose which of its complete runs stands
+for it on a board (``EvaluationRun.board_choice``); otherwise each repo's latest result does.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max, Q
+from django.db.models import Max, Q, QuerySet
 
-from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Repo
+from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Repo
 from benchmarks_app.models.audit import AuditBoardRow, AuditDataset, DatasetRelease
+from benchmarks_app.selectors.phases import phase_board_visible
 from scoring.audit.judges import parse_judge_spec
 
 # The columns of ``audit_leaderboard --format json`` and ``/api/audit/leaderboard/``.
@@ -79,23 +86,66 @@ def release_repos(release: DatasetRelease) -> list[Repo]:
     return list(Repo.objects.filter(pk__in=release_repo_ids(release)).order_by("project_id"))
 
 
-def board_run_ids(*, release: DatasetRelease, judge: str) -> list[int]:
-    runs = EvaluationRun.objects.filter(benchmark=Benchmark.AUDIT, release=release).only(
-        "id", "judge", "judge_config"
-    )
-    return [run.pk for run in runs if board_judge_key(run) == judge]
+def _board_runs(
+    *, release: DatasetRelease, judge: str, phase: Phase | None = None
+) -> list[EvaluationRun]:
+    runs = EvaluationRun.objects.filter(benchmark=Benchmark.AUDIT, release=release)
+    if phase is not None:
+        runs = runs.filter(phase=phase)
+    else:
+        # The whole board is public: runs of a hidden phase join it once it is revealed.
+        runs = runs.filter(
+            Q(phase__isnull=True) | Q(phase__is_hidden=False) | Q(phase__revealed_at__isnull=False)
+        )
+    runs = runs.only("id", "judge", "judge_config", "scanner_id", "board_choice", "phase_id")
+    return [run for run in runs if board_judge_key(run) == judge]
 
 
-def board_repo_results(*, release: DatasetRelease, judge: str) -> list[AuditRepoResult]:
-    """Per scanner and repo of the release, the latest complete result of the board's runs
-    whose judged version is still the scanner's current one."""
+def board_run_ids(*, release: DatasetRelease, judge: str, phase: Phase | None = None) -> list[int]:
+    """The runs a board counts: the release's runs of that judge (of ``phase`` only, if given)."""
+    return [run.pk for run in _board_runs(release=release, judge=judge, phase=phase)]
+
+
+def board_chosen_runs(
+    *, release: DatasetRelease, judge: str, phase: Phase | None = None
+) -> dict[int, int]:
+    """Scanner id → the run its owner chose for this board (the latest choice on a whole
+    release's board, where each phase may hold one)."""
+    chosen: dict[int, int] = {}
+    for run in _board_runs(release=release, judge=judge, phase=phase):
+        if run.board_choice and run.scanner_id is not None:
+            chosen[run.scanner_id] = max(run.pk, chosen.get(run.scanner_id, 0))
+    return chosen
+
+
+def board_repo_results(
+    *, release: DatasetRelease, judge: str, phase: Phase | None = None
+) -> list[AuditRepoResult]:
+    """Per scanner and repo of the release, the result the board counts.
+
+    A scanner whose owner chose a run: that run's complete results (the owner chose them,
+    even if newer versions were uploaded since). Any other scanner: per repo, the latest
+    complete result of the board's runs whose judged version is still the current one.
+    """
+    runs = _board_runs(release=release, judge=judge, phase=phase)
+    chosen = board_chosen_runs(release=release, judge=judge, phase=phase)
+    repo_ids = release_repo_ids(release)
+    others = [r.pk for r in runs if r.scanner_id not in chosen]
     qs = AuditRepoResult.objects.filter(
-        run_id__in=board_run_ids(release=release, judge=judge),
-        is_complete=True,
-        repo_id__in=release_repo_ids(release),
+        run_id__in=others, is_complete=True, repo_id__in=repo_ids
     ).filter(Q(scan_result__isnull=True) | Q(scan_result__is_current=True))
     latest = qs.values("scanner_id", "repo_id").annotate(latest=Max("id")).values("latest")
-    return list(AuditRepoResult.objects.filter(id__in=latest).order_by("scanner_id", "repo_id"))
+    picked = AuditRepoResult.objects.filter(
+        run_id__in=list(chosen.values()), is_complete=True, repo_id__in=repo_ids
+    )
+    latest_picked = (
+        picked.values("scanner_id", "repo_id").annotate(latest=Max("id")).values("latest")
+    )
+    return list(
+        AuditRepoResult.objects.filter(Q(id__in=latest) | Q(id__in=latest_picked)).order_by(
+            "scanner_id", "repo_id"
+        )
+    )
 
 
 def published_release(dataset: AuditDataset) -> DatasetRelease | None:
@@ -124,6 +174,10 @@ class Board:
     judge: str
     # Every judge with a board on this release (the official one first).
     judges: list[str] = field(default_factory=list)
+    # None: the release's whole board; else the board of one phase's runs.
+    phase: Phase | None = None
+    # The release's phases (for a selector), in time order.
+    phases: list[Phase] = field(default_factory=list)
 
     @property
     def is_official(self) -> bool:
@@ -133,7 +187,8 @@ class Board:
 
     @property
     def label(self) -> str:
-        return f"{self.release} · judge {self.judge}"
+        where = f" · phase {self.phase.name}" if self.phase is not None else ""
+        return f"{self.release}{where} · judge {self.judge}"
 
 
 def official_judge(dataset: AuditDataset, judges: list[str]) -> str:
@@ -148,13 +203,20 @@ def official_judge(dataset: AuditDataset, judges: list[str]) -> str:
 
 
 def release_judges(release: DatasetRelease) -> list[str]:
-    return sorted(
-        set(AuditBoardRow.objects.filter(release=release).values_list("judge", flat=True))
+    # DISTINCT in the database, without the model's ordering (which joins the release and
+    # would read every row): an index-only scan however many scanners the board has.
+    judges = (
+        AuditBoardRow.objects.filter(release=release)
+        .order_by()
+        .values_list("judge", flat=True)
+        .distinct()
     )
+    return sorted(judges)
 
 
-def _choose_judge(dataset: AuditDataset, release: DatasetRelease, judge: str | None) -> str:
-    judges = release_judges(release)
+def _choose_judge(
+    dataset: AuditDataset, release: DatasetRelease, judge: str | None, judges: list[str]
+) -> str:
     if not judge:
         return official_judge(dataset, judges)
     if judge in judges or judge == official_judge(dataset, judges):
@@ -167,12 +229,17 @@ def _choose_judge(dataset: AuditDataset, release: DatasetRelease, judge: str | N
 
 
 def resolve_board(
-    *, dataset: str | None = None, release: int | str | None = None, judge: str | None = None
+    *,
+    dataset: str | None = None,
+    release: int | str | None = None,
+    judge: str | None = None,
+    phase: str | None = None,
 ) -> Board | None:
-    """The board asked for; the official release and judge where they are not given.
+    """The board asked for; the official release and judge where they are not given, and the
+    release's whole board (all phases) unless ``phase`` (a phase slug) is given.
 
     ``None`` when no dataset has a published release yet and none was asked for. Raises
-    :class:`BoardNotFound` for an unknown dataset, release or judge.
+    :class:`BoardNotFound` for an unknown dataset, release, judge or phase.
     """
     if dataset:
         found = AuditDataset.objects.select_related("official_release").filter(slug=dataset)
@@ -196,11 +263,25 @@ def resolve_board(
         picked = published_release(chosen)
         if picked is None:
             raise BoardNotFound(f"release: {chosen.slug} has no published release yet")
-    key = _choose_judge(chosen, picked, judge)
     judges = release_judges(picked)
+    key = _choose_judge(chosen, picked, judge, judges)
     official = official_judge(chosen, judges)
     ordered = [official] + [j for j in judges if j != official]
-    return Board(dataset=chosen, release=picked, judge=key, judges=ordered)
+    phases = list(Phase.objects.filter(release=picked).order_by("starts_at", "pk"))
+    picked_phase = None
+    if phase:
+        picked_phase = next((p for p in phases if p.slug == phase), None)
+        if picked_phase is None:
+            known = ", ".join(p.slug for p in phases) or "none"
+            raise BoardNotFound(f"phase: {picked} has no phase {phase!r}; its phases: {known}")
+    return Board(
+        dataset=chosen,
+        release=picked,
+        judge=key,
+        judges=ordered,
+        phase=picked_phase,
+        phases=phases,
+    )
 
 
 def _row(row: AuditBoardRow) -> dict[str, Any]:
@@ -208,6 +289,7 @@ def _row(row: AuditBoardRow) -> dict[str, Any]:
     return {
         "scanner": row.scanner.name,
         "scanner_id": row.scanner_id,
+        "is_baseline": row.scanner.is_baseline,
         "rank": row.rank,
         "rank_low": row.rank_low,
         "rank_high": row.rank_high,
@@ -223,6 +305,11 @@ def _row(row: AuditBoardRow) -> dict[str, Any]:
         "repos": row.repos_evaluated,
         "coverage": f"{row.repos_evaluated}/{row.repos_total}",
         "run_ids": list(row.run_ids),
+        # The entry's method (name, description, link), stored with the metrics by the
+        # refresh from the run that stands for the scanner.
+        "method_name": "",
+        "method_description": "",
+        "method_url": "",
         **row.metrics,
         "f1_with_partial_ci": ci,
         "ci_low": row.ci_low,
@@ -231,13 +318,36 @@ def _row(row: AuditBoardRow) -> dict[str, Any]:
     }
 
 
-def board_rows(board: Board) -> list[dict[str, Any]]:
-    """Every row of the board in its order: ranked rows, then incomplete ones (one query)."""
-    rows = (
-        AuditBoardRow.objects.filter(release=board.release, judge=board.judge)
-        .select_related("scanner")
-        .order_by("position")
-    )
+def board_row(row: AuditBoardRow) -> dict[str, Any]:
+    """A stored row as the site and the API show it (its scanner must be selected with it)."""
+    return _row(row)
+
+
+def board_row_queryset(board: Board, *, user: Any = None, everyone: bool = False) -> QuerySet[Any]:
+    """The stored rows of ``board`` that ``user`` may see (unordered; the scanner selected).
+
+    A hidden, unrevealed phase's board: staff see every row, a signed-in participant the rows
+    of their own scanners, anybody else none. ``everyone``: no such filter (commands).
+    """
+    rows = AuditBoardRow.objects.filter(
+        release=board.release, judge=board.judge, phase=board.phase
+    ).select_related("scanner")
+    if everyone or phase_board_visible(board.phase, user):
+        return rows
+    if getattr(user, "is_authenticated", False):
+        return rows.filter(scanner__owner=user)
+    return rows.none()
+
+
+def board_is_restricted(board: Board | None, user: Any = None) -> bool:
+    """Whether ``user`` sees only part of ``board`` (a hidden phase not yet revealed)."""
+    return board is not None and not phase_board_visible(board.phase, user)
+
+
+def board_rows(board: Board, *, user: Any = None, everyone: bool = False) -> list[dict[str, Any]]:
+    """Every row of the board ``user`` may see, in its order: ranked rows, then incomplete
+    ones (one query)."""
+    rows = board_row_queryset(board, user=user, everyone=everyone).order_by("position")
     return [_row(r) for r in rows]
 
 
@@ -246,16 +356,21 @@ def public_row(row: dict[str, Any]) -> dict[str, Any]:
     return {key: row.get(key) for key in PUBLIC_ROW_KEYS}
 
 
-def board_document(board: Board | None) -> dict[str, Any]:
+def board_document(
+    board: Board | None, *, user: Any = None, everyone: bool = True
+) -> dict[str, Any]:
     """What ``audit_leaderboard --format json`` prints: the board's identity and rows."""
     if board is None:
         return {"dataset": None, "release": None, "judge": None, "rows": []}
-    return {
+    document: dict[str, Any] = {
         "dataset": board.dataset.slug,
         "release": board.release.number,
         "judge": board.judge,
-        "rows": [public_row(r) for r in board_rows(board)],
     }
+    if board.phase is not None:
+        document["phase"] = board.phase.slug
+    document["rows"] = [public_row(r) for r in board_rows(board, user=user, everyone=everyone)]
+    return document
 
 
 def audit_leaderboard(
@@ -269,7 +384,8 @@ def audit_leaderboard(
 def audit_boards() -> list[dict[str, Any]]:
     """Every board with rows: dataset, release, judge, whether it is the official one."""
     counted = (
-        AuditBoardRow.objects.values("release_id", "judge")
+        AuditBoardRow.objects.filter(phase__isnull=True)
+        .values("release_id", "judge")
         .order_by()
         .annotate(rows=Max("position"))
     )

@@ -11,10 +11,11 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
+from django.views.decorators.http import require_POST
 
-from benchmarks_app.models import EvaluationRun, RunStatus
+from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus, Scanner
 from benchmarks_app.selectors.audit import (
     ReportNotFound,
     audit_report,
@@ -23,6 +24,7 @@ from benchmarks_app.selectors.audit import (
 from benchmarks_app.selectors.audit_boards import (
     Board,
     BoardNotFound,
+    board_is_restricted,
     board_rows,
     resolve_board,
 )
@@ -30,7 +32,10 @@ from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_repos
 from benchmarks_app.services.audit import (
     AuditRunError,
+    AuditUnchanged,
+    audit_run_choose,
     audit_scan_upload,
+    audit_scanner_describe,
     participant_openai_allowed,
 )
 from benchmarks_app.views.audit_datasets import board_chips, board_query, submit_dataset
@@ -43,6 +48,10 @@ app_name = "audit"
 def _scanner_link(row: Any) -> str:
     url = reverse("audit:scanner", args=[row["scanner"]])
     return f"{url}?{row['report_query']}" if row.get("report_query") else url
+
+
+def _method_link(row: Any) -> str | None:
+    return row.get("method_url") or None
 
 
 LEADERBOARD_COLUMNS = [
@@ -83,7 +92,21 @@ LEADERBOARD_COLUMNS = [
 ]
 
 BOARD_COLUMNS = [
-    *LEADERBOARD_COLUMNS,
+    LEADERBOARD_COLUMNS[0],
+    Column(
+        "baseline",
+        "",
+        value=lambda row: "baseline" if row.get("is_baseline") else "",
+        sortable=False,
+        title="A reference scanner of the maintainers (ranked like any other)",
+    ),
+    Column(
+        "method_name",
+        "Method",
+        link=_method_link,
+        title="The method behind the entry, as its owner describes it (linked where given)",
+    ),
+    *LEADERBOARD_COLUMNS[1:],
     Column(
         "ci_low",
         "F1+ low",
@@ -109,7 +132,7 @@ BOARD_COLUMNS = [
 INCOMPLETE_COLUMNS = [
     BOARD_COLUMNS[0],
     Column("coverage", "Coverage", sortable=False, title="Repos evaluated / repos in release"),
-    *(c for c in BOARD_COLUMNS[2:] if c.key not in ("rank_range", "tied")),
+    *(c for c in BOARD_COLUMNS[1:] if c.key not in ("repos", "rank_range", "tied")),
 ]
 
 REPORT_COLUMNS = [
@@ -124,6 +147,7 @@ def _board(request: HttpRequest) -> Board | None:
             dataset=request.GET.get("dataset") or None,
             release=request.GET.get("release") or None,
             judge=request.GET.get("judge") or None,
+            phase=request.GET.get("phase") or None,
         )
     except BoardNotFound as exc:
         raise Http404(str(exc)) from None
@@ -131,7 +155,7 @@ def _board(request: HttpRequest) -> Board | None:
 
 def leaderboard(request: HttpRequest) -> HttpResponse:
     board = _board(request)
-    rows = board_rows(board) if board is not None else []
+    rows = board_rows(board, user=request.user) if board is not None else []
     ranked = [r for r in rows if r["complete"]]
     incomplete = [r for r in rows if not r["complete"]]
     query = board_query(board) if board is not None else ""
@@ -166,6 +190,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         {
             "title": title,
             "board": board,
+            "restricted": board_is_restricted(board, request.user),
             "filters": board_chips(board) if board is not None else [],
             "intro": "Each scanner on each repo's latest complete evaluation with this "
             "release's frozen truth and this judge; counts are summed over repos before "
@@ -190,6 +215,7 @@ def scanner(request: HttpRequest, name: str) -> HttpResponse:
             dataset=request.GET.get("dataset") or None,
             release=request.GET.get("release") or None,
             judge=request.GET.get("judge") or None,
+            user=request.user,
         )
     except ReportNotFound as exc:
         raise Http404(str(exc)) from None
@@ -213,10 +239,16 @@ def scanner(request: HttpRequest, name: str) -> HttpResponse:
     if (download := table.download()) is not None:
         return download
     runs = report["run"] if isinstance(report["run"], list) else [report["run"]]
+    found = Scanner.objects.filter(name=name).first()
+    user = request.user
     return render(
         request,
         "audit/scanner.html",
         {
+            "scanner": found,
+            "can_describe": found is not None
+            and user.is_authenticated
+            and (user.is_staff or found.owner_id == user.pk),
             "report": report,
             "table": table,
             "runs": [r for r in runs if r],
@@ -230,6 +262,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         run, sections = audit_run_detail(user=request.user, run_id=pk)
     except EvaluationRun.DoesNotExist:
         raise Http404("No such audit run") from None
+    owner = run.scanner is not None and run.scanner.owner_id == getattr(request.user, "pk", -1)
     return render(
         request,
         "audit/run.html",
@@ -238,8 +271,48 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "sections": sections,
             "is_active": run.status in (RunStatus.QUEUED, RunStatus.RUNNING),
             "causes": ended_run_failure_causes(run=run),
+            "can_choose": owner
+            and run.release_id is not None
+            and run.status == RunStatus.SUCCEEDED
+            and run.is_complete,
         },
     )
+
+
+@login_required
+@require_POST
+def run_choose(request: HttpRequest, pk: int) -> HttpResponse:
+    """The owner's button on the run page: this run stands for the scanner (or no longer)."""
+    run = get_object_or_404(EvaluationRun, pk=pk, benchmark=Benchmark.AUDIT)
+    chosen = request.POST.get("chosen", "1") not in ("0", "false", "")
+    try:
+        audit_run_choose(user=request.user, run=run, chosen=chosen)
+    except (AuditRunError, PermissionError) as exc:
+        messages.error(request, str(exc).partition(": ")[2] or str(exc))
+    else:
+        messages.success(
+            request,
+            f"Run #{run.pk} now stands for {run.scanner} on its board."
+            if chosen
+            else f"{run.scanner}'s latest results stand for it on its board again.",
+        )
+    return redirect("audit:run", pk=run.pk)
+
+
+@login_required
+@require_POST
+def scanner_describe(request: HttpRequest, name: str) -> HttpResponse:
+    """The owner's description form on the scanner page."""
+    found = get_object_or_404(Scanner, name=name)
+    try:
+        audit_scanner_describe(
+            user=request.user, scanner=found, description=request.POST.get("description", "")
+        )
+    except (AuditRunError, PermissionError) as exc:
+        messages.error(request, str(exc).partition(": ")[2] or str(exc))
+    else:
+        messages.success(request, "Description saved.")
+    return redirect("audit:scanner", name=found.name)
 
 
 # --- Submission form -----------------------------------------------------------------------
@@ -278,6 +351,18 @@ class ScanSubmissionForm(forms.Form):
         required=False,
         label="My tool found nothing in this repo",
         help_text="Needed to submit a file without findings (an empty file is refused).",
+    )
+    confirm_untitled = forms.BooleanField(
+        required=False,
+        label="Keep findings without title and description",
+        help_text="Such findings are refused unless you confirm that your tool reported them so.",
+    )
+    method_name = forms.CharField(required=False, max_length=100, label="Method name")
+    method_description = forms.CharField(
+        required=False, max_length=500, label="Method description", widget=forms.Textarea
+    )
+    method_url = forms.CharField(
+        required=False, max_length=500, label="Method link", help_text="An http(s) link."
     )
     # An empty file goes on to the service, which names it as the API does.
     file = forms.FileField(
@@ -328,7 +413,14 @@ def submit(request: HttpRequest) -> HttpResponse:
                     upload=data["file"],
                     judge=data["judge"] or None,
                     declared_empty=bool(data.get("declared_empty")),
+                    confirm_untitled=bool(data.get("confirm_untitled")),
+                    method_name=data.get("method_name", ""),
+                    method_description=data.get("method_description", ""),
+                    method_url=data.get("method_url", ""),
                 )
+            except AuditUnchanged as exc:
+                messages.info(request, f"Unchanged: {str(exc).removeprefix('unchanged: ')}.")
+                return redirect("audit:run", pk=exc.run.pk)
             except (AuditRunError, PermissionError) as exc:
                 field, _, message = str(exc).partition(": ")
                 if message and field in form.fields:
@@ -360,5 +452,7 @@ urlpatterns = [
     path("submit/", submit, name="submit"),
     path("submit/dataset/", submit_dataset, name="submit-dataset"),
     path("runs/<int:pk>/", run_detail, name="run"),
+    path("runs/<int:pk>/choose/", run_choose, name="run-choose"),
     path("scanners/<str:name>/", scanner, name="scanner"),
+    path("scanners/<str:name>/describe/", scanner_describe, name="scanner-describe"),
 ]

@@ -18,6 +18,7 @@ from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit_boards import Board, published_release, release_repos
 from benchmarks_app.services.audit import (
     AuditRunError,
+    AuditUnchanged,
     audit_dataset_upload,
     parse_declared_empty,
 )
@@ -28,6 +29,7 @@ def board_query(board: Board, **override: Any) -> str:
         "dataset": board.dataset.slug,
         "release": board.release.number,
         "judge": board.judge,
+        **({"phase": board.phase.slug} if board.phase is not None else {}),
         **override,
     }
     return urlencode(params)
@@ -82,6 +84,18 @@ class DatasetSubmissionForm(forms.Form):
         help_text="Project ids, separated by commas or spaces. Every other repo of the "
         "dataset needs findings in the upload.",
     )
+    confirm_untitled = forms.BooleanField(
+        required=False,
+        label="Keep findings without title and description",
+        help_text="Such findings are refused unless you confirm that your tool reported them so.",
+    )
+    method_name = forms.CharField(required=False, max_length=100, label="Method name")
+    method_description = forms.CharField(
+        required=False, max_length=500, label="Method description", widget=forms.Textarea
+    )
+    method_url = forms.CharField(
+        required=False, max_length=500, label="Method link", help_text="An http(s) link."
+    )
     file = forms.FileField(
         label="Results (.zip or .json)",
         allow_empty_file=True,
@@ -131,7 +145,14 @@ def submit_dataset(request: HttpRequest) -> HttpResponse:
                     upload=data["file"],
                     declared_empty=parse_declared_empty(data["declared_empty"]),
                     judge=data["judge"] or None,
+                    confirm_untitled=bool(data.get("confirm_untitled")),
+                    method_name=data.get("method_name", ""),
+                    method_description=data.get("method_description", ""),
+                    method_url=data.get("method_url", ""),
                 )
+            except AuditUnchanged as exc:
+                messages.info(request, f"Unchanged: {str(exc).removeprefix('unchanged: ')}.")
+                return redirect("audit:run", pk=exc.run.pk)
             except (AuditRunError, PermissionError) as exc:
                 field, _, message = str(exc).partition(": ")
                 if message and field in form.fields:

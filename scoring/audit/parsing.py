@@ -67,6 +67,26 @@ class ParseError(ValueError):
     """A file that cannot be used; the message names what is wrong."""
 
 
+# At most this many bad findings are named in one message; the rest are counted.
+MAX_LISTED_PROBLEMS = 20
+UNTITLED = "title and description both missing"
+
+
+class FindingProblems(ParseError):
+    """Findings that cannot be used, every one named (``finding N``, numbered from 1).
+
+    ``untitled_only``: every problem is a finding with neither title nor description, which
+    the participant may confirm (they are then kept, untitled) instead of fixing the file.
+    """
+
+    def __init__(self, problems: list[str], *, untitled: int = 0) -> None:
+        listed = problems[:MAX_LISTED_PROBLEMS]
+        more = len(problems) - len(listed)
+        super().__init__("; ".join(listed) + (f"; and {more} more" if more else ""))
+        self.problems = problems
+        self.untitled_only = untitled == len(problems) > 0
+
+
 @dataclass(frozen=True)
 class Problem:
     path: str
@@ -317,10 +337,15 @@ def _json_kind(value: Any) -> str:
 
 
 def parse_scan(
-    data: Any, *, max_findings: int | None = None
+    data: Any, *, max_findings: int | None = None, allow_untitled: bool = False
 ) -> tuple[list[ScanRecord], dict[str, Any]]:
     """A list of findings, or ``{project, findings: [...], token_usage, ...}``; more than
-    ``max_findings`` findings, or a NUL character anywhere, is a ParseError."""
+    ``max_findings`` findings, or a NUL character anywhere, is a ParseError.
+
+    Every bad finding is named, numbered from 1 (:class:`FindingProblems`), not only the
+    first. A finding with neither title nor description is one of them unless
+    ``allow_untitled`` (the participant confirmed it): it is then kept as ``(untitled)``.
+    """
     metadata: dict[str, Any] = {}
     if isinstance(data, dict):
         if "findings" not in data:
@@ -342,29 +367,42 @@ def parse_scan(
         if bad is not None:
             raise ParseError(f"{bad}: holds a NUL character (\\u0000), which cannot be stored")
     records = []
+    problems: list[str] = []
+    untitled = 0
     for i, item in enumerate(items):
-        where = f"finding {i}"
+        where = f"finding {i + 1}"
         if not isinstance(item, dict):
-            raise ParseError(f"{where}: expected an object")
+            problems.append(f"{where}: expected an object")
+            continue
         if (bad := nul_path(item, where)) is not None:
-            raise ParseError(f"{bad}: holds a NUL character (\\u0000), which cannot be stored")
+            problems.append(f"{bad}: holds a NUL character (\\u0000), which cannot be stored")
+            continue
         title = _text(item, "title", "Issue", "name")
         description = _text(item, "description", "Description", "details")
-        if not title and not description:
-            raise ParseError(f"{where}: title and description both missing")
+        if not title and not description and not allow_untitled:
+            problems.append(f"{where}: {UNTITLED}")
+            untitled += 1
+            continue
         raw_sev = _text(item, "severity", "Severity")
-        severity = normalize_severity(raw_sev, where=f"{where}.severity")
+        try:
+            severity = normalize_severity(raw_sev, where=f"{where}.severity")
+        except ParseError as exc:
+            problems.append(str(exc))
+            continue
         vtype = _text(item, "vulnerability_type", "Category", "category", "type")
         confidence: float | None
         try:
             confidence = float(item["confidence"]) if item.get("confidence") is not None else None
         except (TypeError, ValueError):
-            raise ParseError(f"{where}.confidence: not a number") from None
+            problems.append(f"{where}.confidence: not a number")
+            continue
+        if problems:
+            continue  # the file is refused: only the problems matter now
         file = _text(item, "file")
         records.append(
             ScanRecord(
                 index=i,
-                title=title or description[:120],
+                title=title or description[:120] or "(untitled)",
                 description=description,
                 severity=severity,
                 raw_severity=raw_sev,
@@ -378,6 +416,8 @@ def parse_scan(
                 extra={k: v for k, v in item.items() if k not in _SCAN_KNOWN},
             )
         )
+    if problems:
+        raise FindingProblems(problems, untitled=untitled)
     return records, metadata
 
 

@@ -133,7 +133,7 @@ def test_nul_in_a_finding_is_a_400_naming_it(api: APIClient, repo: Repo, key: st
         _audit_url(repo), json.dumps([FINDING, finding]), content_type="application/json"
     )
     assert answer.status_code == 400, answer.content
-    assert any(f"finding 1.{key}" in r and "NUL" in r for r in _reasons(answer, "findings"))
+    assert any(f"finding 2.{key}" in r and "NUL" in r for r in _reasons(answer, "findings"))
     assert _nothing_stored()
 
 

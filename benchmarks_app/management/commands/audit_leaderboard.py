@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from benchmarks_app.selectors.audit_boards import (
     BoardNotFound,
     board_document,
+    board_rows,
     resolve_board,
 )
 from scoring.audit.metrics import pct
@@ -27,12 +28,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "--judge", help="offline, openai:MODEL or replay:DIR (default: the official judge)"
         )
+        parser.add_argument(
+            "--phase", help="phase slug: the board of that phase's runs (default: whole release)"
+        )
         parser.add_argument("--format", choices=["text", "json"], default="text")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             board = resolve_board(
-                dataset=options["dataset"], release=options["release"], judge=options["judge"]
+                dataset=options["dataset"],
+                release=options["release"],
+                judge=options["judge"],
+                phase=options["phase"],
             )
         except BoardNotFound as exc:
             raise CommandError(str(exc)) from None
@@ -42,10 +49,11 @@ class Command(BaseCommand):
             return
         if board is None:
             raise CommandError("dataset: no dataset has a published release yet; import_audit")
-        self.stdout.write(f"{board.release} · judge {board.judge}")
-        if not document["rows"]:
+        self.stdout.write(board.label)
+        rows = board_rows(board, everyone=True)
+        if not rows:
             self.stdout.write("No scanner evaluated yet.")
-        for row in document["rows"]:
+        for row in rows:
             ci = row["f1_with_partial_ci"]
             interval = f"[{pct(ci[0])}, {pct(ci[1])}]" if ci else "[—]"
             place = (
@@ -53,8 +61,9 @@ class Command(BaseCommand):
                 if row["complete"]
                 else "  - (incomplete)"
             )
+            badge = " [baseline]" if row["is_baseline"] else ""
             self.stdout.write(
-                f"{place} {row['scanner']}: F1+ {pct(row['f1_with_partial'])} {interval}, "
+                f"{place} {row['scanner']}{badge}: F1+ {pct(row['f1_with_partial'])} {interval}, "
                 f"TP {row['tp']}, partial {row['partial']}, FP {row['fp']}, FN {row['fn']}, "
                 f"repos {row['repos_evaluated']}/{row['repos_total']}"
             )

@@ -7,6 +7,7 @@ from benchmarks_app.services.audit.boards import (
     audit_board_refresh,
     audit_board_refresh_for_run,
     audit_boards_refresh_all,
+    audit_boards_refresh_for_release,
     audit_boards_refresh_for_scanners,
 )
 from benchmarks_app.services.audit.dataset_submissions import (
@@ -31,9 +32,16 @@ from benchmarks_app.services.audit.importing import (
     audit_scan_result_make_current,
 )
 from benchmarks_app.services.audit.processing import audit_process_run
-from benchmarks_app.services.audit.runs import AuditRunError, audit_run_create
+from benchmarks_app.services.audit.runs import (
+    AuditRunError,
+    audit_run_choose,
+    audit_run_create,
+    entry_metadata,
+)
+from benchmarks_app.services.audit.scanners import audit_scanner_describe
 from benchmarks_app.services.audit.submissions import (
     AuditQuotaExceeded,
+    AuditUnchanged,
     audit_scan_submit,
     audit_scan_upload,
     participant_openai_allowed,
@@ -43,12 +51,14 @@ from benchmarks_app.services.audit.uploads import audit_import_uploads
 __all__ = [
     "AuditQuotaExceeded",
     "AuditRunError",
+    "AuditUnchanged",
     "DatasetError",
     "ImportReport",
     "TruthConflict",
     "audit_board_refresh",
     "audit_board_refresh_for_run",
     "audit_boards_refresh_all",
+    "audit_boards_refresh_for_release",
     "audit_boards_refresh_for_scanners",
     "audit_dataset_get_or_create",
     "audit_dataset_set_official_judge",
@@ -61,11 +71,14 @@ __all__ = [
     "audit_release_create",
     "audit_release_make_official",
     "audit_release_publish",
+    "audit_run_choose",
     "audit_run_create",
     "audit_scan_result_make_current",
     "audit_scan_submit",
     "audit_scan_upload",
+    "audit_scanner_describe",
     "audit_truth_finding_edit",
+    "entry_metadata",
     "parse_declared_empty",
     "participant_openai_allowed",
 ]

@@ -7,7 +7,10 @@ participant declares that the tool found nothing there (``declared_empty``); a r
 from the upload, or with an empty list, is an error naming it. The same checks as a per-repo
 upload apply (scanner ownership, judge, quota, size and finding caps, JSON depth), and the
 archive is checked before anything is unpacked (:mod:`scoring.audit.bundle`). A refused
-upload stores nothing.
+upload stores nothing. As for one repo, the submission lands in the release's open phase,
+findings without title and description need ``confirm_untitled``, it may carry a method
+(name, description, link), and an upload identical to what a live run already judges is
+answered with :class:`.submissions.AuditUnchanged` and costs nothing.
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit_boards import published_release, release_repos
 from benchmarks_app.services.audit.boards import audit_boards_refresh_for_scanners
 from benchmarks_app.services.audit.importing import ImportReport, import_scan_file
-from benchmarks_app.services.audit.runs import AuditRunError, audit_run_create
+from benchmarks_app.services.audit.runs import AuditRunError, audit_run_create, entry_metadata
 from benchmarks_app.services.audit.submissions import (
+    AuditUnchanged,
     _check_daily_quota,
     _max_findings,
     _submit_findings,
     _submit_judge,
     _submit_scanner_name,
+    submission_phase,
+    unchanged_run,
 )
 from benchmarks_app.services.uploads import upload_max_bytes, upload_too_large
 from scoring.audit.bundle import read_bundle
@@ -70,6 +76,10 @@ def audit_dataset_submit(
     judge: str | None = None,
     source_name: str = "api upload",
     field: str = "results",
+    confirm_untitled: bool = False,
+    method_name: str = "",
+    method_description: str = "",
+    method_url: str = "",
 ) -> EvaluationRun:
     """Store a scanner's results for every repo of ``dataset``'s release and queue one run.
 
@@ -79,9 +89,13 @@ def audit_dataset_submit(
     """
     name = _submit_scanner_name(user=user, scanner_name=scanner_name)
     judge = _submit_judge(user=user, judge=judge)
+    method = entry_metadata(
+        method_name=method_name, method_description=method_description, method_url=method_url
+    )
     release = published_release(dataset)
     if release is None:
         raise AuditRunError(f"dataset: {dataset.slug} has no published release yet")
+    phase = submission_phase(release)
     repos = {r.project_id: r for r in release_repos(release)}
     declared = set(parse_declared_empty(list(declared_empty)))
     if unknown := sorted(declared - set(repos)):
@@ -105,12 +119,24 @@ def audit_dataset_submit(
             where=f"{field}: {project_id}",
             repo=repo,
             declared_empty=project_id in declared,
+            confirm_untitled=confirm_untitled,
         )
     total = sum(len(findings) for findings, _ in parsed.values())
     cap = _max_findings()
     if cap is not None and total > cap:
         raise AuditRunError(f"{field}: {total} findings in all; at most {cap} are accepted at once")
-    _check_daily_quota(user)
+    if not getattr(user, "is_authenticated", False):
+        raise PermissionError("sign in to submit results")
+    same = unchanged_run(
+        scanner_name=name,
+        findings={repos[p]: findings for p, (findings, _) in parsed.items()},
+        judge=judge,
+        release=release,
+        phase=phase,
+    )
+    if same is not None:
+        raise AuditUnchanged(same)
+    _check_daily_quota(user, phase)
     report = ImportReport()
     scanner = None
     for project_id, (findings, metadata) in parsed.items():
@@ -136,6 +162,8 @@ def audit_dataset_submit(
         judge=judge,
         created_by=user,
         release=release,
+        phase=phase,
+        metadata=method,
     )
 
 
@@ -148,6 +176,10 @@ def audit_dataset_upload(
     upload: UploadedFile,
     declared_empty: Iterable[str] = (),
     judge: str | None = None,
+    confirm_untitled: bool = False,
+    method_name: str = "",
+    method_description: str = "",
+    method_url: str = "",
 ) -> EvaluationRun:
     """:func:`audit_dataset_submit` for an uploaded zip or JSON file (web form, multipart);
     problems with the file are reported under ``file`` and name it."""
@@ -171,4 +203,8 @@ def audit_dataset_upload(
         judge=judge,
         source_name=file_name,
         field="file",
+        confirm_untitled=confirm_untitled,
+        method_name=method_name,
+        method_description=method_description,
+        method_url=method_url,
     )

@@ -8,6 +8,10 @@ A run also records the dataset release whose frozen truth it judges (``run.relea
 one asked for, else the official (or latest published) release of the dataset asked for, else
 that of the only dataset whose release covers the repos. Repos that no release covers are
 judged against the current truth (``release`` empty): such a run is on no board.
+
+A participant's run also records the phase it was submitted in and the method it carries
+(name, description, link); its scanner's owner may choose it to stand for the scanner on
+its board (:func:`audit_run_choose`).
 """
 
 from __future__ import annotations
@@ -17,11 +21,26 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import transaction
 
-from benchmarks_app.models import Benchmark, EvaluationRun, Repo, Scanner, ScanResult
+from benchmarks_app.models import (
+    Benchmark,
+    EvaluationRun,
+    Phase,
+    Repo,
+    RunStatus,
+    Scanner,
+    ScanResult,
+)
 from benchmarks_app.models.audit import AuditDataset, AuditRunScan, DatasetRelease
-from benchmarks_app.selectors.audit_boards import published_release, release_repo_ids
+from benchmarks_app.selectors.audit_boards import (
+    board_judge_key,
+    published_release,
+    release_repo_ids,
+)
+from benchmarks_app.services.audit.boards import audit_board_refresh
 from benchmarks_app.services.runs import run_create
 from scoring.audit.judges import ReplayAuditJudge, parse_judge_spec
 
@@ -33,6 +52,45 @@ class AuditRunError(ValueError):
 def _setting(name: str, default: Any) -> Any:
     """A Django setting, or ``default`` where the site leaves it out (shared by this package)."""
     return getattr(settings, name, default)
+
+
+METHOD_LIMITS = {"method_name": 100, "method_description": 500, "method_url": 500}
+
+
+def entry_metadata(
+    *, method_name: Any = "", method_description: Any = "", method_url: Any = ""
+) -> dict[str, str]:
+    """The method an entry carries, checked: texts within their lengths, an http(s) link.
+
+    Raises :class:`AuditRunError` naming the field.
+    """
+    values = {
+        "method_name": method_name,
+        "method_description": method_description,
+        "method_url": method_url,
+    }
+    out: dict[str, str] = {}
+    for field, value in values.items():
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise AuditRunError(f"{field}: expected text")
+        value = value.strip()
+        if "\x00" in value:
+            raise AuditRunError(f"{field}: holds a NUL character (\\u0000)")
+        if len(value) > METHOD_LIMITS[field]:
+            raise AuditRunError(
+                f"{field}: at most {METHOD_LIMITS[field]} characters, got {len(value)}"
+            )
+        out[field] = value
+    if out["method_url"]:
+        try:
+            URLValidator(schemes=["http", "https"])(out["method_url"])
+        except ValidationError:
+            raise AuditRunError(
+                "method_url: not a valid http(s) link, e.g. https://example.org/paper"
+            ) from None
+    return out
 
 
 @transaction.atomic
@@ -49,9 +107,12 @@ def audit_run_create(
     enqueue: bool = True,
     dataset: AuditDataset | None = None,
     release: DatasetRelease | None = None,
+    phase: Phase | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> EvaluationRun:
     """Create (and enqueue) a run scoring ``scanner`` on ``repos`` (default: all it covers in
-    the release) against the truth of ``release`` (see the module's docstring)."""
+    the release) against the truth of ``release`` (see the module's docstring), in ``phase``
+    (of that release) with the method ``metadata`` (see :func:`entry_metadata`)."""
     try:
         spec = parse_judge_spec(judge or _setting("JUDGE_DEFAULT", "offline"))
     except ValueError as exc:
@@ -130,6 +191,8 @@ def audit_run_create(
         config["json_mode"] = bool(
             _setting("JUDGE_JSON_MODE", False) if json_mode is None else json_mode
         )
+    if phase is not None and (release is None or phase.release_id != release.pk):
+        raise AuditRunError(f"phase: {phase.name} is not a phase of {release or 'this run'}")
     run = run_create(
         benchmark=Benchmark.AUDIT,
         scanner=scanner,
@@ -139,6 +202,8 @@ def audit_run_create(
         judge_config=config,
         created_by=created_by,
         enqueue=enqueue,
+        phase=phase,
+        **(metadata or {}),
     )
     # The task is sent once this transaction commits, so it always finds the versions.
     AuditRunScan.objects.bulk_create(
@@ -182,3 +247,63 @@ def _run_release(
             f"dataset: the repos are in several datasets ({names}); choose one (--dataset)"
         )
     return candidates[0] if candidates else None
+
+
+def run_release_for(
+    *, dataset: AuditDataset | None, repos: Sequence[Repo]
+) -> DatasetRelease | None:
+    """The release a participant's run on ``repos`` will judge (to find its open phase)."""
+    return _run_release(
+        dataset=dataset, release=None, repo_ids=[r.pk for r in repos], explicit=True
+    )
+
+
+@transaction.atomic
+def audit_run_choose(*, user: Any, run: EvaluationRun, chosen: bool = True) -> EvaluationRun:
+    """Make ``run`` the entry that stands for its scanner on its board (``chosen=False``: the
+    scanner's latest results stand again), and rewrite the boards it is on.
+
+    Only the scanner's owner may choose, and only a complete, succeeded run with a release.
+    One run is chosen per scanner, release and phase: choosing one unchooses the others.
+    Raises :class:`PermissionError` or :class:`AuditRunError` (``"run: problem"``).
+    """
+    if not getattr(user, "is_authenticated", False):
+        raise PermissionError("sign in to choose an entry")
+    locked = EvaluationRun.objects.select_for_update().select_related("scanner").get(pk=run.pk)
+    scanner = locked.scanner
+    if locked.benchmark != Benchmark.AUDIT or scanner is None:
+        raise AuditRunError(f"run: #{locked.pk} is not an audit run")
+    if scanner.owner_id is None or scanner.owner_id != user.pk:
+        raise PermissionError(f"run: only the owner of {scanner.name!r} may choose its entry")
+    if chosen:
+        if locked.release_id is None:
+            raise AuditRunError(f"run: #{locked.pk} judged no dataset release; it is on no board")
+        if locked.status != RunStatus.SUCCEEDED or not locked.is_complete:
+            raise AuditRunError(
+                f"run: #{locked.pk} is {locked.status}"
+                + ("" if locked.status != RunStatus.SUCCEEDED else ", not complete")
+                + "; only a complete run can stand for the scanner"
+            )
+    if locked.release_id is None:
+        return locked
+    # Serialize choices of one scanner, so that two never end up chosen together.
+    Scanner.objects.select_for_update().filter(pk=scanner.pk).first()
+    others = EvaluationRun.objects.filter(
+        benchmark=Benchmark.AUDIT,
+        scanner=scanner,
+        release_id=locked.release_id,
+        phase=locked.phase,
+        board_choice=True,
+    ).exclude(pk=locked.pk)
+    # The boards to rewrite: those of this run's judge and of any run it unchooses.
+    judges = {board_judge_key(locked)} | {board_judge_key(r) for r in others}
+    others.update(board_choice=False)
+    if locked.board_choice != chosen:
+        locked.board_choice = chosen
+        locked.save(update_fields=["board_choice", "updated_at"])
+    assert locked.release is not None
+    for judge in sorted(judges):
+        if locked.phase is not None:
+            audit_board_refresh(release=locked.release, judge=judge, phase=locked.phase)
+        audit_board_refresh(release=locked.release, judge=judge)
+    return locked

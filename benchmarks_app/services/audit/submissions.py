@@ -6,7 +6,15 @@ allows it) and their daily quota. A refused submission stores nothing.
 
 An upload without any finding for its repo is refused unless the participant declares that
 the tool found nothing there (``declared_empty``): an empty file is far more often a failed
-scan than a clean repo, and it would replace the scanner's results on the board.
+scan than a clean repo, and it would replace the scanner's results on the board. Findings with
+neither title nor description are refused too, every one named, unless the participant
+confirms them (``confirm_untitled``); every other bad finding is named as well.
+
+Where the release has phases, a submission lands in the open one (or is refused with the
+phases' dates), and that phase's limits, if it sets any, replace the site's daily limit.
+Re-uploading exactly the findings already judged (same content hash, same judge, release and
+phase, a run that did not fail) stores nothing, queues nothing and costs no quota: the
+services raise :class:`AuditUnchanged` naming the run that already judged them.
 """
 
 from __future__ import annotations
@@ -18,15 +26,36 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from benchmarks_app.models import EvaluationRun, Repo, Scanner
+from benchmarks_app.models import EvaluationRun, Phase, Repo, Scanner
 from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit import AuditSubmissionQuota, audit_submission_quota
 from benchmarks_app.services.audit.boards import audit_boards_refresh_for_scanners
-from benchmarks_app.services.audit.importing import ImportReport, import_scan_file
-from benchmarks_app.services.audit.runs import AuditRunError, _setting, audit_run_create
+from benchmarks_app.services.audit.importing import (
+    ImportReport,
+    import_scan_file,
+)
+from benchmarks_app.services.audit.resubmissions import (
+    AuditUnchanged,
+    submission_phase,
+    unchanged_run,
+)
+from benchmarks_app.services.audit.runs import (
+    AuditRunError,
+    _setting,
+    audit_run_create,
+    entry_metadata,
+    run_release_for,
+)
 from benchmarks_app.services.uploads import upload_too_large
 from scoring.audit.judges import parse_judge_spec
-from scoring.audit.parsing import ParseError, ScanFile, ScanRecord, loads, parse_scan
+from scoring.audit.parsing import (
+    FindingProblems,
+    ParseError,
+    ScanFile,
+    ScanRecord,
+    loads,
+    parse_scan,
+)
 from scoring.names import name_skeleton
 
 # Participants pick among these; a replay judge reads a folder on the server, so replay runs
@@ -140,8 +169,9 @@ class AuditQuotaExceeded(AuditRunError):
         self.quota = quota
 
 
-def _check_daily_quota(user: Any) -> None:
-    """Refuse a participant's submission past ``AUDIT_DAILY_SUBMISSIONS`` a (UTC) day.
+def _check_daily_quota(user: Any, phase: Phase | None = None) -> None:
+    """Refuse a participant's submission past ``AUDIT_DAILY_SUBMISSIONS`` a (UTC) day, or
+    past the limits of its ``phase`` where the phase sets any.
 
     Must run inside the submission's transaction: the lock on the user's row serializes one
     user's concurrent submissions, so that the count and the new run happen with no other
@@ -152,7 +182,7 @@ def _check_daily_quota(user: Any) -> None:
     if user.is_staff:
         return
     get_user_model().objects.select_for_update().get(pk=user.pk)
-    quota = audit_submission_quota(user=user)
+    quota = audit_submission_quota(user=user, phase=phase)
     if quota.remaining is not None and quota.remaining <= 0:
         raise AuditQuotaExceeded(f"submissions: {quota.exceeded_message}", quota=quota)
 
@@ -171,12 +201,24 @@ def empty_message(repo: Repo, *, field: str = "declared_empty=true") -> str:
 
 
 def _submit_findings(
-    data: Any, *, where: str, repo: Repo, declared_empty: bool = False
+    data: Any,
+    *,
+    where: str,
+    repo: Repo,
+    declared_empty: bool = False,
+    confirm_untitled: bool = False,
 ) -> tuple[list[ScanRecord], dict[str, Any]]:
     try:
-        findings, metadata = parse_scan(data, max_findings=_max_findings())
+        findings, metadata = parse_scan(
+            data, max_findings=_max_findings(), allow_untitled=confirm_untitled
+        )
     except ParseError as exc:
         message = str(exc)
+        if isinstance(exc, FindingProblems) and exc.untitled_only:
+            message += (
+                "; if your tool really reported them so, confirm it (confirm_untitled=true) "
+                "and they are kept, untitled"
+            )
         # A body's problem with its "findings" key is already named by the field.
         if where == "findings":
             message = message.removeprefix("findings: ")
@@ -210,8 +252,18 @@ def _store_and_queue(
     judge: str,
     declared_empty: bool = False,
     dataset: AuditDataset | None = None,
+    method: dict[str, str] | None = None,
 ) -> EvaluationRun:
-    _check_daily_quota(user)
+    release = run_release_for(dataset=dataset, repos=[repo])
+    phase = submission_phase(release)
+    if not getattr(user, "is_authenticated", False):
+        raise PermissionError("sign in to submit results")
+    same = unchanged_run(
+        scanner_name=name, findings={repo: findings}, judge=judge, release=release, phase=phase
+    )
+    if same is not None:
+        raise AuditUnchanged(same)
+    _check_daily_quota(user, phase)
     report = ImportReport()
     result = import_scan_file(
         ScanFile(name, repo.project_id, source_name[:300], findings, metadata),
@@ -229,7 +281,14 @@ def _store_and_queue(
     if report.changed_scanner_ids:
         audit_boards_refresh_for_scanners(scanner_ids=report.changed_scanner_ids)
     return audit_run_create(
-        scanner=scanner, repos=[repo], judge=judge, created_by=user, dataset=dataset
+        scanner=scanner,
+        repos=[repo],
+        judge=judge,
+        created_by=user,
+        dataset=dataset,
+        release=release,
+        phase=phase,
+        metadata=method,
     )
 
 
@@ -244,17 +303,28 @@ def audit_scan_submit(
     judge: str | None = None,
     declared_empty: bool = False,
     dataset: AuditDataset | None = None,
+    confirm_untitled: bool = False,
+    method_name: str = "",
+    method_description: str = "",
+    method_url: str = "",
 ) -> EvaluationRun:
     """Store a scanner's results for one repo (any accepted shape) and queue their evaluation.
 
     ``data`` is the decoded JSON. Raises :class:`AuditRunError` (``"field: problem"``) for bad
-    input and :class:`PermissionError` when the scanner is not the user's to write; either
-    way nothing is stored.
+    input, :class:`PermissionError` when the scanner is not the user's to write and
+    :class:`AuditUnchanged` for findings already judged; in each case nothing is stored.
     """
     name = _submit_scanner_name(user=user, scanner_name=scanner_name)
     judge = _submit_judge(user=user, judge=judge)
+    method = entry_metadata(
+        method_name=method_name, method_description=method_description, method_url=method_url
+    )
     findings, metadata = _submit_findings(
-        data, where="findings", repo=repo, declared_empty=declared_empty
+        data,
+        where="findings",
+        repo=repo,
+        declared_empty=declared_empty,
+        confirm_untitled=confirm_untitled,
     )
     return _store_and_queue(
         user=user,
@@ -266,6 +336,7 @@ def audit_scan_submit(
         judge=judge,
         declared_empty=declared_empty,
         dataset=dataset,
+        method=method,
     )
 
 
@@ -279,6 +350,10 @@ def audit_scan_upload(
     judge: str | None = None,
     declared_empty: bool = False,
     dataset: AuditDataset | None = None,
+    confirm_untitled: bool = False,
+    method_name: str = "",
+    method_description: str = "",
+    method_url: str = "",
 ) -> EvaluationRun:
     """:func:`audit_scan_submit` for an uploaded JSON file (the web form, API multipart).
 
@@ -287,6 +362,9 @@ def audit_scan_upload(
     """
     name = _submit_scanner_name(user=user, scanner_name=scanner_name)
     judge = _submit_judge(user=user, judge=judge)
+    method = entry_metadata(
+        method_name=method_name, method_description=method_description, method_url=method_url
+    )
     file_name = upload.name or "upload"
     too_large = upload_too_large(upload.size, file_name)
     if too_large:
@@ -296,7 +374,11 @@ def audit_scan_upload(
     except ParseError as exc:
         raise AuditRunError(f"file: {file_name}: {exc}") from None
     findings, metadata = _submit_findings(
-        data, where=f"file: {file_name}", repo=repo, declared_empty=declared_empty
+        data,
+        where=f"file: {file_name}",
+        repo=repo,
+        declared_empty=declared_empty,
+        confirm_untitled=confirm_untitled,
     )
     return _store_and_queue(
         user=user,
@@ -308,4 +390,5 @@ def audit_scan_upload(
         judge=judge,
         declared_empty=declared_empty,
         dataset=dataset,
+        method=method,
     )

@@ -181,8 +181,10 @@ def test_zero_allows_no_submission_and_none_any_number(
     with pytest.raises(AuditRunError, match=r"^submissions: the daily limit of 0"):
         audit_scan_submit(user=user, scanner_name="mytool", repo=repo, data=FINDINGS)
     settings.AUDIT_DAILY_SUBMISSIONS = None
-    for _ in range(3):
-        audit_scan_submit(user=user, scanner_name="mytool", repo=repo, data=FINDINGS)
+    for i in range(3):
+        # Different findings each time: an identical re-upload would store nothing.
+        data = [{**FINDINGS[0], "description": f"Drains funds ({i})."}]
+        audit_scan_submit(user=user, scanner_name="mytool", repo=repo, data=data)
     assert audit_submission_quota(user=user).remaining is None
     assert EvaluationRun.objects.count() == 3
 

@@ -225,8 +225,8 @@ BAD_FILES = [
         {"findings": "x"}, "findings: expected a list of findings, got a string", id="findings-str"
     ),
     pytest.param("just text", "expected a list of findings or {project, findings", id="string"),
-    pytest.param([{"title": "x", "severity": "urgent"}], "finding 0.severity: unknown", id="sev"),
-    pytest.param([FINDINGS[0], 7], "finding 1: expected an object", id="not-object"),
+    pytest.param([{"title": "x", "severity": "urgent"}], "finding 1.severity: unknown", id="sev"),
+    pytest.param([FINDINGS[0], 7], "finding 2: expected an object", id="not-object"),
     pytest.param(
         {"project": "code4rena_other_2025_02", "findings": FINDINGS},
         "the results are for project 'code4rena_other_2025_02', not for the chosen repo "

@@ -35,7 +35,7 @@ def test_severity_normalization(raw: str, expected: str) -> None:
 
 
 def test_unknown_severity_names_the_field() -> None:
-    with pytest.raises(ParseError, match=r"finding 2\.severity: unknown severity 'urgent'"):
+    with pytest.raises(ParseError, match=r"finding 3\.severity: unknown severity 'urgent'"):
         parse_scan([{"title": "a", "severity": "low"}] * 2 + [{"title": "b", "severity": "urgent"}])
 
 
