@@ -12,9 +12,11 @@ from benchmarks_app.models import Benchmark, Challenge, DatasetRelease, Phase, P
 from benchmarks_app.selectors.phases import PhaseTarget
 
 # Boards that depend on a phase's visibility beyond the phase's own board: a probe suite's
-# board of all entries leaves out a hidden phase's entries until it is revealed.
+# board of all entries and an audit release's whole board leave out a hidden phase's entries
+# until it is revealed.
 PHASE_BOARD_REFRESH: dict[str, str] = {
     Benchmark.PROBES: "benchmarks_app.services.probes.boards.probe_board_refresh_for_phase",
+    Benchmark.AUDIT: "benchmarks_app.services.audit.boards.audit_boards_refresh_for_phase",
 }
 
 

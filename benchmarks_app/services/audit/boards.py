@@ -223,6 +223,13 @@ def audit_boards_refresh_for_release(*, release: DatasetRelease) -> int:
     )
 
 
+def audit_boards_refresh_for_phase(*, phase: Phase) -> int:
+    """After a release phase is revealed, hidden again or its dates change."""
+    if phase.release_id is None:
+        return 0
+    return audit_boards_refresh_for_release(release=DatasetRelease.objects.get(pk=phase.release_id))
+
+
 def audit_boards_refresh_all() -> int:
     """Rewrite every board that has runs (after a change of how boards are computed)."""
     return _refresh_boards(
