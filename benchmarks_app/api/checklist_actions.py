@@ -183,12 +183,17 @@ class PhaseSerializer(serializers.Serializer):
     total_limit = serializers.IntegerField(allow_null=True)
 
 
+class PhaseListSerializer(serializers.Serializer):
+    challenge = serializers.CharField(help_text="The challenge's slug.")
+    results = PhaseSerializer(many=True)
+
+
 class ChecklistPhaseListView(APIView):
     """The phases of a challenge with their dates, quotas and whether their board is public."""
 
     permission_classes = [AllowAny]
 
-    @extend_schema(parameters=[CHALLENGE_PARAM], responses=PhaseSerializer(many=True))
+    @extend_schema(parameters=[CHALLENGE_PARAM], responses=PhaseListSerializer)
     def get(self, request: Request) -> Response:
         slug = request.query_params.get("challenge") or None
         challenge = default_challenge(slug)

@@ -52,7 +52,9 @@ def json_document_problem(text: str, name: str) -> str | None:
     try:
         json.loads(first_line)
         return None  # the first line is a whole JSON value: JSON Lines (or one bad line)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return None  # one line nested too deeply: the line-by-line reader names that
+    except ValueError:
         pass
     try:
         document = json.loads(body)

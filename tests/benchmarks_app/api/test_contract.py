@@ -46,10 +46,15 @@ CONTRACT = [
     response_schema_conformance,
     negative_data_rejection,
 ]
-# Valid input must be accepted. Not yet checked where a schema-valid request can still be
-# refused for what it names (credentials, suites, files, teams: the POSTs) or where the
+# Valid input must be accepted. Not checked where a schema-valid request can still be refused
+# for what it names (credentials, suites, files, teams: the POSTs; a suite or phase that does
+# not exist is a 400 on the boards, as the issue asks of every bad filter) or where the
 # filters are being reworked (/api/runs/).
-NOT_YET_POSITIVE = {"GET /api/runs/"}
+NOT_YET_POSITIVE = {
+    "GET /api/runs/",
+    "GET /api/probes/leaderboard/",
+    "GET /api/checklist/leaderboard/",
+}
 
 
 @pytest.fixture
