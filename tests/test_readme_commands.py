@@ -173,8 +173,8 @@ def fresh_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     assert skipped and all("expected" in line for line in skipped), skipped
     assert "with password:" in setup.stdout
     yield env
-    for path in set(passwords.glob("*.txt")) - before:
-        path.unlink(missing_ok=True)
+    for created in set(passwords.glob("*.txt")) - before:
+        created.unlink(missing_ok=True)
 
 
 def _run(command: str, env: dict[str, str], exports: list[str]) -> None:
