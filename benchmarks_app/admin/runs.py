@@ -5,7 +5,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import CharField, Count, IntegerField, OuterRef, QuerySet, Subquery, Value
-from django.db.models.functions import Cast, StrIndex, Substr
+from django.db.models.functions import Cast, Greatest, StrIndex, Substr
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -182,7 +182,8 @@ class JudgeCallRunFilter(admin.SimpleListFilter):
 def _with_piece(queryset: QuerySet[JudgeCall]) -> QuerySet[JudgeCall]:
     """Each call with the key of the run piece whose lease made it (``holder`` is
     ``<piece id>:<attempt>``): the audit repo it served; empty for a single-piece run."""
-    holder_piece = Substr("holder", 1, StrIndex("holder", Value(":")) - 1)
+    # Greatest: PostgreSQL refuses a negative length where a call has no holder (no ":").
+    holder_piece = Substr("holder", 1, Greatest(StrIndex("holder", Value(":")) - 1, Value(0)))
     pieces = RunPiece.objects.annotate(pk_text=Cast("pk", CharField())).filter(
         pk_text=OuterRef("holder_piece")
     )

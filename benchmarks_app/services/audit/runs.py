@@ -269,7 +269,12 @@ def audit_run_choose(*, user: Any, run: EvaluationRun, chosen: bool = True) -> E
     """
     if not getattr(user, "is_authenticated", False):
         raise PermissionError("sign in to choose an entry")
-    locked = EvaluationRun.objects.select_for_update().select_related("scanner").get(pk=run.pk)
+    # of=("self",): PostgreSQL cannot lock the nullable side of the join to the scanner.
+    locked = (
+        EvaluationRun.objects.select_for_update(of=("self",))
+        .select_related("scanner")
+        .get(pk=run.pk)
+    )
     scanner = locked.scanner
     if locked.benchmark != Benchmark.AUDIT or scanner is None:
         raise AuditRunError(f"run: #{locked.pk} is not an audit run")
