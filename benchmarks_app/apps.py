@@ -30,6 +30,20 @@ def _install_queue_support(sender: AppConfig, **kwargs: Any) -> None:
     sweep_schedule_ensure()
 
 
+def _backfill_boards(sender: AppConfig, **kwargs: Any) -> None:
+    """Fill the stored boards once on a database whose results predate them."""
+    from django.db import connections
+
+    from benchmarks_app.models import ChecklistBoardRow
+    from benchmarks_app.services.boards import boards_missing, boards_rebuild
+
+    using = kwargs.get("using", "default")
+    if ChecklistBoardRow._meta.db_table not in connections[using].introspection.table_names():
+        return
+    if boards_missing():
+        boards_rebuild()
+
+
 class BenchmarksAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "benchmarks_app"
@@ -47,3 +61,4 @@ class BenchmarksAppConfig(AppConfig):
         post_migrate.connect(
             _install_queue_support, sender=self, dispatch_uid="install_queue_support"
         )
+        post_migrate.connect(_backfill_boards, sender=self, dispatch_uid="backfill_boards")
