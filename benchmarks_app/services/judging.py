@@ -19,6 +19,10 @@ ORM refuses to run from a thread that has a running event loop. The choice made 
   nothing and are only buffered inside the loop: ``flush()`` (sync code, after each batch and
   at the end) writes them; called from sync code with no running loop, a record is written at
   once.
+* Inside the loop, reads, claims, ledger rows and cache writes go through the loop's
+  :class:`~benchmarks_app.services.judging_rounds.DbRounds`: what the calls in flight need at
+  the same moment is done in one trip to the ORM thread, one query or transaction per kind,
+  with the guarantees above unchanged (see that module).
 """
 
 from __future__ import annotations
@@ -27,19 +31,20 @@ import asyncio
 import os
 import socket
 import threading
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.db import transaction
 
-from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, JudgeCall, JudgeInFlight
+from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, JudgeCall
 from benchmarks_app.models.judging import JudgeCallStatus
+from benchmarks_app.services.judging_rounds import pending_row, rounds, settled
+from scoring.judges.cache import CacheWrite
 from scoring.judges.llm import CallRecord, LLMConfig
 from scoring.judges.server import probe_server
 
@@ -63,6 +68,13 @@ class DbJudgeCache:
 
     def __init__(self, *, holder: str = "") -> None:
         self.holder = holder
+        # Questions this cache holds in flight (event loop side only), so that the ledger
+        # releases a claim in the transaction that caches its answer.
+        self._claims: dict[str, DbFlight] = {}
+
+    def claim_of(self, key: str) -> DbFlight | None:
+        """The claim this cache holds on ``key`` right now, if any."""
+        return self._claims.get(key)
 
     def get(self, key: str) -> dict[str, Any] | None:
         entry = JudgeCacheEntry.objects.filter(key=key).values_list("response", flat=True).first()
@@ -78,24 +90,19 @@ class DbJudgeCache:
         prompt_version: str,
         vote_number: int,
     ) -> None:
-        try:
-            with transaction.atomic():
-                JudgeCacheEntry.objects.get_or_create(
-                    key=key,
-                    defaults={
-                        "judge": judge[:300],
-                        "model": model[:200],
-                        "prompt_version": prompt_version[:50],
-                        "vote_number": vote_number,
-                        "response": value,
-                    },
-                )
-        except IntegrityError:
-            # Two workers cached the same answer at once: the first one stays.
-            pass
+        _insert([CacheWrite(self, key, value, judge, model, prompt_version, vote_number)])
+
+    def put_many(self, writes: Sequence[CacheWrite]) -> None:
+        """Several fresh answers in one insert (the ledger's batched completions)."""
+        if len(writes) == 1:
+            writes[0]()  # through put, the one-answer write
+        else:
+            _insert(writes)
 
     async def aget(self, key: str) -> dict[str, Any] | None:
-        return await sync_to_async(self.get, thread_sensitive=True)(key)
+        """Read through the loop's :class:`DbRounds`: keys asked together, one query."""
+        answer: dict[str, Any] | None = await rounds().submit("read", key)
+        return answer
 
     async def aput(
         self,
@@ -121,67 +128,96 @@ class DbJudgeCache:
         """Hold ``key``'s in-flight row while this process asks; see :mod:`scoring.judges.flight`.
 
         Yields at once when the row is free (or expired: its asker died, and this one takes it
-        over). While another asker holds it, polls the cache: its answer is yielded as soon as
-        it is there (ask nothing); a row that disappears without an answer (its call failed)
-        is claimed and the question asked here.
+        over), with the answer if one was cached meanwhile (the claim re-reads the cache).
+        While another asker holds it, polls: its answer is yielded as soon as it is cached
+        (ask nothing); a row that disappears without an answer (its call failed) is claimed and
+        the question asked here.
         """
         holder = f"{(self.holder or _process_name())[:90]}#{uuid.uuid4().hex[:8]}"
-        claim = sync_to_async(_flight_claim, thread_sensitive=True)
-        while not await claim(key, holder, ttl_s):
-            await asyncio.sleep(FLIGHT_POLL_S)
-            answer = await self.aget(key)
+        while True:
+            mine, answer = await _claim(key, holder, ttl_s)
+            if mine:
+                break
             if answer is not None:
-                yield DbFlight(key, holder, ttl_s, answer=answer)
+                yield DbFlight(key, holder, ttl_s, answer=answer, mine=False)
                 return
+            await asyncio.sleep(FLIGHT_POLL_S)
+        flight = self._claims[key] = DbFlight(key, holder, ttl_s, answer=answer, mine=True)
         try:
-            yield DbFlight(key, holder, ttl_s)
+            yield flight
         finally:
-            await sync_to_async(_flight_release, thread_sensitive=True)(key, holder)
+            if self._claims.get(key) is flight:
+                del self._claims[key]
+            if not flight.released:
+                await settled(rounds().submit("release", key, holder))
+
+
+def _insert(writes: Sequence[CacheWrite]) -> None:
+    JudgeCacheEntry.objects.bulk_create(
+        [
+            JudgeCacheEntry(
+                key=w.key,
+                judge=w.judge[:300],
+                model=w.model[:200],
+                prompt_version=w.prompt_version[:50],
+                vote_number=w.vote_number,
+                response=w.value,
+            )
+            for w in writes
+        ],
+        # Two workers cached the same answer at once: the first one stays.
+        ignore_conflicts=True,
+    )
+
+
+async def _claim(key: str, holder: str, ttl_s: float) -> tuple[bool, dict[str, Any] | None]:
+    """Claim ``key``; a claim won by a caller cancelled meanwhile is released, not leaked."""
+    task = asyncio.ensure_future(rounds().submit("claim", key, holder, ttl_s))
+    try:
+        got: tuple[bool, dict[str, Any] | None] = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is None and task.result()[0]:
+            await settled(rounds().submit("release", key, holder))
+        raise
+    return got
 
 
 class DbFlight:
     """This process's claim on a question (or the answer another asker gave meanwhile)."""
 
+    # The claim re-read the cache: the caller need not look again.
+    looked = True
+
     def __init__(
-        self, key: str, holder: str, ttl_s: float, *, answer: dict[str, Any] | None = None
+        self,
+        key: str,
+        holder: str,
+        ttl_s: float,
+        *,
+        answer: dict[str, Any] | None = None,
+        mine: bool = True,
     ) -> None:
         self.key = key
         self.holder = holder
         self.ttl_s = ttl_s
         self.answer = answer
+        self.mine = mine
+        self.renewed_at = time.monotonic()
+        # Its row was deleted with the answer's cache write (nothing left to release).
+        self.released = False
 
     async def renew(self) -> None:
-        if self.answer is None:
-            await sync_to_async(_flight_renew, thread_sensitive=True)(
-                self.key, self.holder, self.ttl_s
-            )
-
-
-def _flight_claim(key: str, holder: str, ttl_s: float) -> bool:
-    now = timezone.now()
-    expires = now + timedelta(seconds=ttl_s)
-    try:
-        with transaction.atomic():
-            JudgeInFlight.objects.create(key=key, holder=holder[:100], expires_at=expires)
-        return True
-    except IntegrityError:
-        pass
-    # Its asker is gone (it renews before every attempt): take the question over. The
-    # conditional update lets exactly one of several takers win.
-    taken = JudgeInFlight.objects.filter(key=key, expires_at__lt=now).update(
-        holder=holder[:100], expires_at=expires
-    )
-    return taken == 1
-
-
-def _flight_renew(key: str, holder: str, ttl_s: float) -> None:
-    JudgeInFlight.objects.filter(key=key, holder=holder[:100]).update(
-        expires_at=timezone.now() + timedelta(seconds=ttl_s)
-    )
-
-
-def _flight_release(key: str, holder: str) -> None:
-    JudgeInFlight.objects.filter(key=key, holder=holder[:100]).delete()
+        """Push the claim's expiry back; a claim made or renewed moments ago is left as it is
+        (the first attempt's renewal would otherwise cost a write per call)."""
+        if not self.mine:
+            return
+        now = time.monotonic()
+        if now - self.renewed_at < self.ttl_s / 4:
+            return
+        await rounds().submit("renew", self.key, self.holder, self.ttl_s)
+        self.renewed_at = now
 
 
 def _in_event_loop() -> bool:
@@ -247,37 +283,30 @@ class LedgerRecorder:
         return await sync_to_async(self.flush, thread_sensitive=True)()
 
     async def abegin(self, record: CallRecord) -> int:
-        """The request is about to go out: a ``pending`` row; returns its id."""
-        return await sync_to_async(self._begin, thread_sensitive=True)(record)
+        """The request is about to go out: a ``pending`` row (committed); returns its id.
+
+        Rows of requests going out together are inserted together (:class:`DbRounds`).
+        """
+        row = pending_row(record, run_id=self.run_id, holder=self.holder)
+        ticket: int = await rounds().submit("begin", row)
+        self.written += 1
+        return ticket
 
     async def aend(
         self, ticket: int, record: CallRecord, *, then: Callable[[], None] | None = None
     ) -> None:
-        """The request ended: complete its row; ``then`` (the cache write) in one transaction."""
-        await sync_to_async(self._end, thread_sensitive=True)(ticket, record, then)
+        """The request ended: complete its row; ``then`` (the cache write) in one transaction.
 
-    def _begin(self, record: CallRecord) -> int:
-        row = self._row(record)
-        row.status = JudgeCallStatus.PENDING
-        row.save()
-        self.written += 1
-        return int(row.pk)
-
-    def _end(self, ticket: int, record: CallRecord, then: Callable[[], None] | None) -> None:
-        with transaction.atomic():
-            # Ledger rows are append-only (save() refuses to change one). This update is the
-            # one transition a row may make: pending -> how its request ended. A row already
-            # marked lost stays lost: its holder had been given up for dead, and the run's
-            # new holder asks (or finds in the cache) what it needs.
-            JudgeCall.objects.filter(pk=ticket, status=JudgeCallStatus.PENDING).update(
-                status=record.status,
-                latency_ms=record.latency_ms,
-                tokens_in=record.tokens_in,
-                tokens_out=record.tokens_out,
-                error=record.error,
-            )
-            if then is not None:
-                then()
+        Completions that arrive together share that transaction (:class:`DbRounds`).
+        """
+        claim = None
+        if isinstance(then, CacheWrite):
+            claim_of = getattr(then.cache, "claim_of", None)
+            claim = claim_of(then.key) if claim_of is not None else None
+        release = (claim.key, claim.holder) if claim is not None else None
+        released = await rounds().submit("end", ticket, record, then, release)
+        if claim is not None and released:
+            claim.released = True
 
 
 def ledger_recorder(run: EvaluationRun | None, *, holder: str = "") -> LedgerRecorder:

@@ -12,10 +12,10 @@ for single flight across processes (see :mod:`scoring.judges.flight`).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -137,6 +137,33 @@ async def cache_put(
         )
 
 
+@dataclass
+class CacheWrite:
+    """One fresh answer's cache write, run by the ledger in the transaction of its ``ok`` row.
+
+    Calling it writes through ``cache.put``; a ledger completing several calls at once hands
+    a cache that offers ``put_many(writes)`` all of its writes together.
+    """
+
+    cache: Any
+    key: str
+    value: dict[str, Any]
+    judge: str
+    model: str
+    prompt_version: str
+    vote_number: int
+
+    def __call__(self) -> None:
+        self.cache.put(
+            self.key,
+            self.value,
+            judge=self.judge,
+            model=self.model,
+            prompt_version=self.prompt_version,
+            vote_number=self.vote_number,
+        )
+
+
 def ledger_write(
     cache: JudgeCache | None,
     key: str,
@@ -154,12 +181,4 @@ def ledger_write(
     """
     if cache is None or not getattr(cache, "joins_ledger_transaction", False):
         return None
-    return functools.partial(
-        cache.put,
-        key,
-        value,
-        judge=judge,
-        model=model,
-        prompt_version=prompt_version,
-        vote_number=vote_number,
-    )
+    return CacheWrite(cache, key, value, judge, model, prompt_version, vote_number)

@@ -98,7 +98,8 @@ async def single_flight(
             async with opener(key, ttl_s=ttl_s) as shared:
                 flight.shared = shared
                 flight.answer = shared.answer
-                if flight.answer is None:
+                # A claim that re-read the cache itself (``looked``) saves a round trip.
+                if flight.answer is None and not getattr(shared, "looked", False):
                     flight.answer = await cache_get(cache, key)
                 yield flight
     finally:

@@ -71,6 +71,7 @@ class FakeOpenAI:
 
         class _H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+            disable_nagle_algorithm = True
 
             def setup(self) -> None:
                 super().setup()
