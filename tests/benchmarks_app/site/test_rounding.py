@@ -142,3 +142,19 @@ def test_audit_board_page_cli_csv_and_api_show_the_same_digits(
         # Rounded to one decimal of a percentage, as the page and the CLI show them.
         assert f"{round(100 * float(raw[key]), 1):.1f}%" == text, key
         assert format_percent(from_api[key]) == text, key
+
+
+def test_the_checklist_entry_page_rounds_like_the_cli(admin_client) -> None:
+    """0.125 is an exact tie: Python's rule (and the CLI) shows 0.12; floatformat said 0.13."""
+    from benchmarks_app.models import ChecklistScore, RunStatus
+    from tests.factories.common import ChecklistRunFactory, ChecklistSubmissionFactory
+
+    entry = ChecklistSubmissionFactory.create()
+    run = ChecklistRunFactory.create(checklist_submission=entry, status=RunStatus.SUCCEEDED)
+    ChecklistScore.objects.create(
+        run=run, submission=entry, c_g=0.125, c_a=0.375, c_t=1.0, r=0.0, s=0.125
+    )
+    page = admin_client.get(f"/checklist/submissions/{entry.pk}/").content.decode()
+    assert f">{format_fixed(0.125, 2)}<" in page and format_fixed(0.125, 2) == "0.12"
+    assert ">0.38<" in page  # 0.375 rounds to the even 0.38
+    assert ">0.13<" not in page
