@@ -91,8 +91,11 @@ LEADERBOARD_COLUMNS = [
     ),
 ]
 
+# Rank, scanner and the ranking metric come first, so that on a phone they stay in view
+# while the other columns scroll (site.css, ``table.board``).
 BOARD_COLUMNS = [
     LEADERBOARD_COLUMNS[0],
+    next(c for c in LEADERBOARD_COLUMNS if c.key == "f1_with_partial"),
     Column(
         "baseline",
         "",
@@ -106,7 +109,7 @@ BOARD_COLUMNS = [
         link=_method_link,
         title="The method behind the entry, as its owner describes it (linked where given)",
     ),
-    *LEADERBOARD_COLUMNS[1:],
+    *(c for c in LEADERBOARD_COLUMNS[1:] if c.key != "f1_with_partial"),
     Column(
         "ci_low",
         "F1+ low",

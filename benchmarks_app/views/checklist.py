@@ -158,8 +158,11 @@ def leaderboard_columns(*, my_team_id: int | None, staff: bool) -> list[Column]:
             return reverse("checklist:submission-detail", args=[row["submission"]])
         return None
 
+    # Rank, team and S come first, so that on a phone they stay in view while the other
+    # columns scroll (site.css, ``table.board``).
     return [
         Column("team", "Team"),
+        Column("s", "S", kind="float", title="Overall score: C_G · C_A · (1 - R) · C_T"),
         Column(
             "is_baseline",
             "Baseline",
@@ -184,7 +187,6 @@ def leaderboard_columns(*, my_team_id: int | None, staff: bool) -> list[Column]:
             kind="float",
             title="Share of A's answers where the judge's verdict matches whether A agrees with T",
         ),
-        Column("s", "S", kind="float", title="Overall score: C_G · C_A · (1 - R) · C_T"),
         Column(
             "s_ci",
             "95% CI",

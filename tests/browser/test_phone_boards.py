@@ -1,0 +1,52 @@
+"""On a phone, every board keeps rank, name and its ranking metric in view while the other
+columns scroll under them (issue 13)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks_app.bench.api import seed_leaderboards
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
+
+PHONE = {"width": 375, "height": 740}
+BOARDS = [
+    # (page, the board table, header label of its ranking metric)
+    ("/audit/", "table#audit-leaderboard-table", "F1+"),
+    ("/checklist/?challenge=bench", "table#checklist-leaderboard", "S"),
+    ("/probes/", ".probe-board table.sortable", "Resilience"),
+]
+
+
+def _box(page: Any, selector: str) -> dict[str, float]:
+    box = page.locator(selector).first.bounding_box()
+    assert box is not None, selector
+    return box
+
+
+@pytest.mark.parametrize(("path", "table", "metric"), BOARDS)
+def test_rank_name_and_ranking_metric_stay_in_view_when_the_table_scrolls(
+    browser: Any, live_server: Any, migrated_data: None, path: str, table: str, metric: str
+) -> None:
+    seed_leaderboards(6)
+    context = browser.new_context(base_url=live_server.url, viewport=PHONE)
+    page = context.new_page()
+    page.goto(path)
+    header = f"{table} thead th"
+    assert metric in page.locator(f"{header}:nth-child(3)").inner_text()
+    last = f"{header}:last-child"
+    assert _box(page, last)["x"] > PHONE["width"]  # the table is wider than the phone
+
+    # Scroll the table's own scroller to its far end.
+    page.locator(table).first.evaluate("t => { t.closest('.scroll-x').scrollLeft = 1e6; }")
+    page.wait_for_timeout(100)
+    assert _box(page, last)["x"] < PHONE["width"]  # the far columns came into view...
+    for n in (1, 2, 3):  # ...and the first three did not leave it
+        box = _box(page, f"{table} tbody tr:first-child td:nth-child({n})")
+        assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"], (n, box)
+    context.close()
