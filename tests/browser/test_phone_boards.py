@@ -48,5 +48,5 @@ def test_rank_name_and_ranking_metric_stay_in_view_when_the_table_scrolls(
     assert _box(page, last)["x"] < PHONE["width"]  # the far columns came into view...
     for n in (1, 2, 3):  # ...and the first three did not leave it
         box = _box(page, f"{table} tbody tr:first-child td:nth-child({n})")
-        assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"], (n, box)
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (n, box)
     context.close()
