@@ -18,6 +18,7 @@ from benchmarks_app.models import (
     EvaluationRun,
     JudgeCacheEntry,
     JudgeCall,
+    JudgePrompt,
     ProbeCaseResult,
     ProbeRunReport,
     RunPiece,
@@ -194,12 +195,19 @@ def _with_piece(queryset: QuerySet[JudgeCall]) -> QuerySet[JudgeCall]:
 
 
 NOT_STORED_PROMPT = (
-    "Not stored: the ledger keeps the prompt's hash (below), which is also the key of its "
-    "cached verdict."
+    "Not stored: recorded before the ledger kept prompts, or asked of a judge that sends none "
+    "(offline, replay). The prompt's hash (above) is also the key of its cached verdict."
 )
 NOT_STORED_RESPONSE = (
-    "Not stored for answered calls: the parsed verdict below is what the judge answered."
+    "Not stored: recorded before the ledger kept raw responses. For an answered call the "
+    "parsed verdict below is what the judge answered."
 )
+# A checklist prompt holds a whole paper: the page shows this much of the user text.
+PROMPT_SHOWN_CHARS = 20_000
+
+
+def _pre(text: str) -> str:
+    return format_html('<pre style="white-space: pre-wrap; max-height: 40em">{}</pre>', text)
 
 
 @admin.register(JudgeCall)
@@ -237,8 +245,9 @@ class JudgeCallAdmin(ReadOnlyAdmin):
         "tokens_out",
         "holder",
         "prompt_hash",
+        "error",
         "prompt",
-        "raw_response",
+        "raw_answer",
         "parsed_verdict",
     )
     readonly_fields = fields
@@ -267,12 +276,40 @@ class JudgeCallAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Prompt")
     def prompt(self, obj: JudgeCall) -> str:
-        return NOT_STORED_PROMPT
+        stored = JudgePrompt.objects.filter(key=obj.prompt_key).first() if obj.prompt_key else None
+        if stored is None:
+            return NOT_STORED_PROMPT
+        user = stored.user
+        notes = []
+        if len(user) > PROMPT_SHOWN_CHARS:
+            notes.append(
+                f"User text cut at {PROMPT_SHOWN_CHARS:,} of {len(user):,} characters "
+                f"(prompt {stored.key})."
+            )
+            user = user[:PROMPT_SHOWN_CHARS]
+        if obj.attempt > 1:
+            notes.append(
+                "A re-ask after an invalid answer sends this question followed by a short "
+                "correction note."
+            )
+        return format_html(
+            "<strong>System</strong>{}<strong>User</strong>{}{}",
+            _pre(stored.system),
+            _pre(user),
+            format_html_join("", "<p><em>{}</em></p>", [(n,) for n in notes]),
+        )
 
+    # Not named raw_response: the model's field of that name would be shown instead.
     @admin.display(description="Raw response")
-    def raw_response(self, obj: JudgeCall) -> str:
-        if obj.error:
-            return format_html("<pre>{}</pre>", obj.error)
+    def raw_answer(self, obj: JudgeCall) -> str:
+        if obj.raw_response:
+            return _pre(obj.raw_response)
+        if obj.status == "cached":
+            return "None: a cache hit asks no server (the verdict below is the cached answer)."
+        if obj.status in ("pending", "lost"):
+            return "None: no answer came back."
+        if obj.prompt_key:
+            return "Empty: the server returned no text."
         return NOT_STORED_RESPONSE
 
     @admin.display(description="Parsed verdict")

@@ -39,6 +39,7 @@ from benchmarks_app.models.judging import (
     JudgeCall,
     JudgeCallStatus,
     JudgeInFlight,
+    JudgePrompt,
 )
 from benchmarks_app.models.notifications import (
     DeliveryStatus,
@@ -94,6 +95,7 @@ __all__ = [
     "JudgeCall",
     "JudgeCallStatus",
     "JudgeInFlight",
+    "JudgePrompt",
     "MatchOutcome",
     "Membership",
     "NotificationPreference",

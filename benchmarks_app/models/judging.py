@@ -36,12 +36,31 @@ class JudgeCall(AppendOnlyModel):
     tokens_out = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=10, choices=JudgeCallStatus.choices, db_index=True)
     error = models.TextField(blank=True)
+    # What the server returned before parsing: the answer's text (ok, invalid, truncated) or
+    # the error's body; empty for cache hits, judges that ask no server and older rows.
+    raw_response = models.TextField(blank=True)
+    # The :class:`JudgePrompt` asked (its key hashes the text alone, so the votes and re-asks
+    # of one question share it); empty for judges that send no prompt and older rows.
+    prompt_key = models.CharField(max_length=64, blank=True)
     # The lease that made the call ("<piece id>:<attempt>"): pending calls of a lease that
     # was taken over are marked lost.
     holder = models.CharField(max_length=100, blank=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at"]
+
+
+class JudgePrompt(models.Model):
+    """A prompt judges were asked, stored once per distinct text (staff only: audit prompts
+    hold the hidden ground truth, checklist prompts a whole paper)."""
+
+    key = models.CharField(max_length=64, unique=True)
+    system = models.TextField()
+    user = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"prompt {self.key[:12]}"
 
 
 class JudgeCacheEntry(models.Model):

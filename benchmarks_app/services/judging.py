@@ -241,6 +241,8 @@ class LedgerRecorder:
         self._buffer: list[CallRecord] = []
         self._lock = threading.Lock()
         self.written = 0
+        # Prompts known to be stored (their pending row committed): not sent again.
+        self._prompts_stored: set[str] = set()
 
     def __call__(self, record: CallRecord) -> None:
         with self._lock:
@@ -265,6 +267,8 @@ class LedgerRecorder:
             tokens_out=r.tokens_out,
             status=r.status,
             error=r.error,
+            raw_response=r.raw_response,
+            prompt_key=r.prompt.key if r.prompt is not None else "",
             holder=self.holder,
         )
 
@@ -285,10 +289,17 @@ class LedgerRecorder:
     async def abegin(self, record: CallRecord) -> int:
         """The request is about to go out: a ``pending`` row (committed); returns its id.
 
-        Rows of requests going out together are inserted together (:class:`DbRounds`).
+        Rows of requests going out together are inserted together (:class:`DbRounds`), with
+        their prompts where this recorder has not stored them yet.
         """
         row = pending_row(record, run_id=self.run_id, holder=self.holder)
-        ticket: int = await rounds().submit("begin", row)
+        prompt = record.prompt
+        if prompt is not None and prompt.key in self._prompts_stored:
+            prompt = None
+        ticket: int = await rounds().submit("begin", row, prompt)
+        if prompt is not None:
+            # The ticket comes back once the insert has committed: the prompt is stored.
+            self._prompts_stored.add(prompt.key)
         self.written += 1
         return ticket
 

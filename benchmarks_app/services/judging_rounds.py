@@ -11,7 +11,9 @@ loop and runs everything queued in one trip, one query (or one transaction) per 
   conflict is another asker's row), then who holds each, expired rows taken over one by one,
   and the cache re-read for those keys; one transaction;
 * ``begin``: the ``pending`` ledger rows of every request about to go out, in one insert,
-  fenced by the piece's lease (a worker whose lease was taken over asks nothing more). Each
+  with the prompts they ask that are not stored yet (one :class:`JudgePrompt` per distinct
+  text, an insert that ignores the ones already there), fenced by the piece's lease (a
+  worker whose lease was taken over asks nothing more). Each
   caller gets its row's id back only once the insert has committed, and only then sends its
   request: a request is on record before it goes out, as before;
 * ``end``: every completion in one transaction: the rows still ``pending`` updated in one
@@ -42,11 +44,11 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from benchmarks_app.models import JudgeCacheEntry, JudgeCall, JudgeInFlight
+from benchmarks_app.models import JudgeCacheEntry, JudgeCall, JudgeInFlight, JudgePrompt
 from benchmarks_app.models.judging import JudgeCallStatus
 from benchmarks_app.services.leases import lease_fence
 from scoring.judges.cache import CacheWrite
-from scoring.judges.records import CallRecord
+from scoring.judges.records import CallRecord, Prompt
 
 # The order in which a trip runs the kinds: completions first, so that a read or claim in the
 # same trip sees the answers they cache.
@@ -269,15 +271,28 @@ def _release(args: list[tuple[Any, ...]]) -> list[None]:
 
 
 def _begin(args: list[tuple[Any, ...]]) -> list[int]:
-    """Each ``(row,)``: an unsaved ``pending`` :class:`JudgeCall`; returns the ids."""
+    """Each ``(row,)`` or ``(row, prompt)``: an unsaved ``pending`` :class:`JudgeCall` and the
+    :class:`Prompt` it asks, when it may not be stored yet; returns the ids."""
     rows = [a[0] for a in args]
+    prompts: dict[str, Prompt] = {}
+    for a in args:
+        prompt = a[1] if len(a) > 1 else None
+        if prompt is not None:
+            prompts.setdefault(prompt.key, prompt)
     with transaction.atomic():
         lease_fence()
+        if prompts:
+            # Written once per text: a prompt stored already (another vote, run or worker)
+            # is left as it is.
+            JudgePrompt.objects.bulk_create(
+                [JudgePrompt(key=k, system=p.system, user=p.user) for k, p in prompts.items()],
+                ignore_conflicts=True,
+            )
         JudgeCall.objects.bulk_create(rows)
     return [int(r.pk) for r in rows]
 
 
-_FIELDS = ["status", "latency_ms", "tokens_in", "tokens_out", "error"]
+_FIELDS = ["status", "latency_ms", "tokens_in", "tokens_out", "error", "raw_response"]
 
 
 def _end(args: list[tuple[Any, ...]]) -> list[bool]:
@@ -294,6 +309,7 @@ def _end(args: list[tuple[Any, ...]]) -> list[bool]:
             tokens_in=r.tokens_in,
             tokens_out=r.tokens_out,
             error=r.error,
+            raw_response=r.raw_response,
         )
         for ticket, r, _, _ in args
     ]
@@ -349,5 +365,6 @@ def pending_row(record: CallRecord, *, run_id: int | None, holder: str) -> Judge
         tokens_out=record.tokens_out,
         status=JudgeCallStatus.PENDING,
         error=record.error,
+        prompt_key=record.prompt.key if record.prompt is not None else "",
         holder=holder[:100],
     )

@@ -61,7 +61,7 @@ from scoring.judges.flight import Flight, single_flight
 from scoring.judges.limits import CallGate, estimate_tokens, retry_after_s
 from scoring.judges.local import local_call
 from scoring.judges.outage import Patience, breaker_for
-from scoring.judges.records import CallLedger, CallRecord, DurableRecorder, Recorder
+from scoring.judges.records import CallLedger, CallRecord, DurableRecorder, Prompt, Recorder
 from scoring.judges.server import (
     JSON_OBJECT,
     JSON_SCHEMA,
@@ -71,6 +71,7 @@ from scoring.judges.server import (
     context_error,
     error_message,
     is_transient,
+    raw_error,
 )
 from scoring.judges.wire import (
     correction,
@@ -252,7 +253,12 @@ async def structured_call(
         vote_number=vote_number,
     )
     ledger = CallLedger(
-        record, judge=judge_name, model=config.model, prompt_hash=key, vote_number=vote_number
+        record,
+        judge=judge_name,
+        model=config.model,
+        prompt_hash=key,
+        vote_number=vote_number,
+        prompt=Prompt(system, user),
     )
     started = time.perf_counter()
     hit = _usable(schema, await cache_get(cache, key), validate)
@@ -379,7 +385,9 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
 
             if error is not None:
                 message = error_message(error)
-                await q.ledger.end(ticket, attempt, started, "error", err=message)
+                await q.ledger.end(
+                    ticket, attempt, started, "error", err=message, raw=raw_error(error)
+                )
                 overflow = context_error(error)
                 if (
                     overflow is not None
@@ -433,11 +441,13 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                 parsed, problem = parse_answer(q.schema, content)
                 if parsed is not None and q.validate is not None:
                     problem = q.validate(parsed) or ""
+            raw = content if isinstance(content, str) else ""
             if parsed is not None and not problem:
-                await _keep(q, ticket, attempt, started, parsed.model_dump(mode="json"), tin, tout)
+                value = parsed.model_dump(mode="json")
+                await _keep(q, ticket, attempt, started, value, tin, tout, raw)
                 return parsed
             status = "truncated" if truncated else "invalid"
-            await q.ledger.end(ticket, attempt, started, status, tin, tout, problem)
+            await q.ledger.end(ticket, attempt, started, status, tin, tout, problem, raw=raw)
             if invalid_asks >= 1:
                 kind = failures.TRUNCATED if truncated else failures.INVALID
                 raise VoteFailed(failures.tag(kind, f"invalid answer twice: {problem}"))
@@ -453,6 +463,7 @@ async def _keep(
     value: dict[str, Any],
     tin: int,
     tout: int,
+    raw: str,
 ) -> None:
     """Ledger the answer as ok and cache it: in one transaction where the storage allows."""
     meta: dict[str, Any] = {
@@ -462,7 +473,7 @@ async def _keep(
         "vote_number": q.vote_number,
     }
     write = ledger_write(q.cache, q.key, value, **meta)
-    if not await q.ledger.end(ticket, attempt, started, "ok", tin, tout, then=write):
+    if not await q.ledger.end(ticket, attempt, started, "ok", tin, tout, raw=raw, then=write):
         await cache_put(q.cache, q.key, value, **meta)
     q.flight.answered(value)
 

@@ -10,12 +10,39 @@ so an answer is never cached without its ledger row nor ledgered as ok without i
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
 Recorder = Callable[["CallRecord"], None]
+
+# What a ledger keeps of an answer or an error body: enough to see what went wrong.
+RAW_RESPONSE_LIMIT = 20_000
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The question a call asked (system and user text), kept once per distinct text.
+
+    ``key`` hashes the text alone: the votes of one question, its re-asks and other judges or
+    models asking the same text share one stored prompt (the cache key, ``prompt_hash``,
+    also covers judge, model, version and vote number).
+    """
+
+    system: str
+    user: str
+
+    @cached_property
+    def key(self) -> str:
+        h = hashlib.sha256()
+        for part in (self.system, self.user):
+            data = part.encode("utf-8")
+            h.update(f"{len(data)}:".encode())
+            h.update(data)
+        return h.hexdigest()
 
 
 @dataclass
@@ -30,6 +57,10 @@ class CallRecord:
     tokens_out: int
     status: str  # "ok" | "cached" | "invalid" | "truncated" | "error" ("pending" while asked)
     error: str = ""
+    # What the server returned before parsing (the answer's text, or an error's body); empty
+    # for cache hits and for judges that ask no server.
+    raw_response: str = ""
+    prompt: Prompt | None = None
 
 
 @runtime_checkable
@@ -53,7 +84,14 @@ class CallLedger:
     """The records of one question: each attempt, or the cache hit that answered it."""
 
     def __init__(
-        self, record: Recorder | None, *, judge: str, model: str, prompt_hash: str, vote_number: int
+        self,
+        record: Recorder | None,
+        *,
+        judge: str,
+        model: str,
+        prompt_hash: str,
+        vote_number: int,
+        prompt: Prompt | None = None,
     ) -> None:
         self.record = record
         self.durable = isinstance(record, DurableRecorder)
@@ -61,6 +99,7 @@ class CallLedger:
         self.model = model
         self.prompt_hash = prompt_hash
         self.vote_number = vote_number
+        self.prompt = prompt
 
     def _make(
         self,
@@ -70,6 +109,7 @@ class CallLedger:
         tin: int = 0,
         tout: int = 0,
         err: str = "",
+        raw: str = "",
     ) -> CallRecord:
         return CallRecord(
             judge=self.judge,
@@ -82,6 +122,8 @@ class CallLedger:
             tokens_out=tout,
             status=status,
             error=err[:2000],
+            raw_response=raw[:RAW_RESPONSE_LIMIT],
+            prompt=self.prompt,
         )
 
     def cached(self, started: float) -> None:
@@ -114,10 +156,14 @@ class CallLedger:
         tout: int = 0,
         err: str = "",
         *,
+        raw: str = "",
         then: Callable[[], None] | None = None,
     ) -> bool:
-        """Record how the attempt ended; ``True`` when ``then`` ran in the ledger's transaction."""
-        record = self._make(attempt, started, status, tin, tout, err)
+        """Record how the attempt ended; ``True`` when ``then`` ran in the ledger's transaction.
+
+        ``raw`` is what the server returned (capped at :data:`RAW_RESPONSE_LIMIT`).
+        """
+        record = self._make(attempt, started, status, tin, tout, err, raw)
         if self.durable:
             durable: Any = self.record
             await _to_the_end(durable.aend(ticket, record, then=then))

@@ -93,6 +93,20 @@ def error_body(exc: BaseException) -> dict[str, Any]:
     return {}
 
 
+def raw_error(exc: BaseException) -> str:
+    """The error's body as the server sent it, where there was one (for the ledger)."""
+    try:
+        text = getattr(getattr(exc, "response", None), "text", None)
+    except Exception:  # a streamed body that was never read
+        text = None
+    if isinstance(text, str) and text:
+        return text
+    body = getattr(exc, "body", None)
+    if body is None:
+        return ""
+    return body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+
+
 def error_message(exc: BaseException) -> str:
     """One line: the status code and the server's own message, without the client's noise."""
     body = error_body(exc)

@@ -2,8 +2,9 @@
 """Database round trips per judge call (issue 14), without giving up what the ledger promises.
 
 A call used to cost 16 statements in 7 trips to the ORM thread (5 commits); calls in flight
-together cost as much each. Now one call costs 12 statements in 4 trips, and calls that need
-the database at the same moment share trips and statements.
+together cost as much each. Now one call costs 12 statements in 4 trips (13 with the insert of
+its prompt, in the trip of its pending row), and calls that need the database at the same
+moment share trips and statements.
 """
 
 from __future__ import annotations
@@ -104,8 +105,9 @@ def test_one_fresh_call_costs_four_trips() -> None:
     run = RunFactory()
     with FakeOpenAI(_answer) as srv:
         seen = _ask_side_by_side(srv, ["alone"], recorder=ledger_recorder(run, holder="p:1"))
-    # Trip 1: the cache. Trip 2: the claim, re-reading the cache. Trip 3: the pending row,
-    # committed before the request. Trip 4: ok + cache write + release, one transaction.
+    # Trip 1: the cache. Trip 2: the claim, re-reading the cache. Trip 3: the prompt and the
+    # pending row, committed before the request. Trip 4: ok + cache write + release, one
+    # transaction.
     assert seen.seen == _on_this_database(
         [
             "SELECT judgecacheentry",
@@ -114,6 +116,7 @@ def test_one_fresh_call_costs_four_trips() -> None:
             "SELECT judgeinflight",
             "SELECT judgecacheentry",
             "BEGIN",
+            "INSERT judgeprompt",
             "INSERT judgecall",
             "BEGIN",
             "UPDATE judgecall",
@@ -137,6 +140,7 @@ def test_calls_in_flight_together_share_their_statements() -> None:
     assert len(fresh.seen) <= 4 * len(users) + 8
     assert fresh.seen.count("INSERT judgeinflight") == 1
     assert fresh.seen.count("INSERT judgecall") == 1
+    assert fresh.seen.count("INSERT judgeprompt") == 1  # with the pending rows, no trip of its own
     # Cache hits: one read for all eight, then their cached rows in one insert.
     assert hits.seen == _on_this_database(["SELECT judgecacheentry", "BEGIN", "INSERT judgecall"])
     statuses = list(JudgeCall.objects.values_list("status", flat=True))
