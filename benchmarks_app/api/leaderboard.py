@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db.models import Expression, F, Model, QuerySet
+from django.db.models import Expression, Model, QuerySet
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import generics
 from rest_framework.exceptions import ValidationError
@@ -28,6 +28,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from benchmarks_app.api.pagination import StandardPagination
+from benchmarks_app.selectors.board_ordering import board_order_by
 
 
 def _key(value: Any) -> Any:
@@ -183,16 +184,8 @@ class BoardRowListView(generics.ListAPIView):
 
     def order_by(self) -> list[Any]:
         """The ``ORDER BY`` of the request: its ``?ordering=``, then the board's order."""
-        terms = []
-        for name, descending in ordering_terms(
-            self.request, list(self.ordering_columns), self.ordering_aliases
-        ):
-            column = self.ordering_columns[name]
-            expression = F(column) if isinstance(column, str) else column
-            terms.append(
-                expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
-            )
-        return [*terms, *self.default_ordering, "pk"]
+        terms = ordering_terms(self.request, list(self.ordering_columns), self.ordering_aliases)
+        return board_order_by(terms, self.ordering_columns, self.default_ordering)
 
     def get_queryset(self) -> QuerySet[Any]:
         return self.get_board_queryset().order_by(*self.order_by())

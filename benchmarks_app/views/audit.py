@@ -10,12 +10,18 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import F, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Lower, NullIf
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
+from benchmarks_app.api.audit_board import AUDIT_ORDERING_COLUMNS, _metric
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus, Scanner
+from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.selectors.audit import (
     ReportNotFound,
     audit_report,
@@ -25,7 +31,8 @@ from benchmarks_app.selectors.audit_boards import (
     Board,
     BoardNotFound,
     board_is_restricted,
-    board_rows,
+    board_row,
+    board_row_queryset,
     resolve_board,
 )
 from benchmarks_app.selectors.runs import ended_run_failure_causes
@@ -39,6 +46,7 @@ from benchmarks_app.services.audit import (
     participant_openai_allowed,
 )
 from benchmarks_app.views.audit_datasets import board_chips, board_query, submit_dataset
+from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.tables import Column, SortableTable
 from scoring.audit.metrics import render_markdown
 
@@ -156,18 +164,35 @@ def _board(request: HttpRequest) -> Board | None:
         raise Http404(str(exc)) from None
 
 
-def leaderboard(request: HttpRequest) -> HttpResponse:
+# Column key → the stored row's column it sorts by (the API's, plus the page's own keys).
+BOARD_ORDERING: dict[str, Any] = {
+    **AUDIT_ORDERING_COLUMNS,
+    "repos": F("repos_evaluated"),
+    **{
+        key: _metric(key)
+        for key in ("truth", "scan", "qa", "precision_with_partial", "recall_with_partial")
+    },
+    # Entries without a method (blank) come last, as missing values do.
+    "method_name": NullIf(Lower(KT("metrics__method_name")), Value("")),
+    "ci_low": F("ci_low"),
+    "ci_high": F("ci_high"),
+}
+
+
+def leaderboard(request: HttpRequest) -> HttpResponseBase:
     board = _board(request)
-    rows = board_rows(board, user=request.user) if board is not None else []
-    ranked = [r for r in rows if r["complete"]]
-    incomplete = [r for r in rows if not r["complete"]]
+    rows = board_row_queryset(board, user=request.user) if board is not None else None
     query = board_query(board) if board is not None else ""
-    for row in rows:
-        row["report_query"] = query
-    table = SortableTable(
+
+    def row(stored: AuditBoardRow) -> dict[str, Any]:
+        return {**board_row(stored), "report_query": query}
+
+    table = BoardTable(
         request,
-        ranked,
+        rows.filter(is_complete=True) if rows is not None else None,
         BOARD_COLUMNS,
+        ordering=BOARD_ORDERING,
+        row=row,
         filename="audit-leaderboard",
         empty_message="No scanner has been evaluated on every repo of this release yet. "
         "Submit a scanner's results for the whole dataset with the form, or import them "
@@ -175,10 +200,12 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     )
     if (download := table.download()) is not None:
         return download
-    others = SortableTable(
+    others = BoardTable(
         request,
-        incomplete,
+        rows.filter(is_complete=False) if rows is not None else None,
         INCOMPLETE_COLUMNS,
+        ordering=BOARD_ORDERING,
+        row=row,
         filename="audit-incomplete",
         prefix="incomplete",
         rank=False,
@@ -209,7 +236,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     )
 
 
-def scanner(request: HttpRequest, name: str) -> HttpResponse:
+def scanner(request: HttpRequest, name: str) -> HttpResponseBase:
     run_id = request.GET.get("run")
     try:
         report = audit_report(

@@ -10,7 +10,10 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Value
+from django.db.models.functions import Lower, NullIf
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
@@ -30,6 +33,7 @@ from benchmarks_app.selectors.checklist import (
     visible_paper,
 )
 from benchmarks_app.selectors.checklist_boards import (
+    ORDERING_COLUMNS,
     PHASELESS,
     ChecklistBoardNotFound,
     board_has_phaseless_rows,
@@ -49,13 +53,14 @@ from benchmarks_app.services.checklist import (
     team_create,
     team_join,
 )
+from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.checklist_actions import (
     submission_choose,
     team_invite_rotate_view,
     team_leave_view,
     team_member_remove_view,
 )
-from benchmarks_app.views.tables import Column, SortableTable
+from benchmarks_app.views.tables import Column
 
 app_name = "checklist"
 
@@ -215,7 +220,16 @@ def leaderboard_columns(*, my_team_id: int | None, staff: bool) -> list[Column]:
     ]
 
 
-def leaderboard(request: HttpRequest) -> HttpResponse:
+# Column key → the stored row's column it sorts by: the API's, named as the page's columns.
+BOARD_ORDERING: dict[str, Any] = {
+    **{key: column for key, column in ORDERING_COLUMNS.items() if key != "rank"},
+    "method_name": NullIf(Lower("method_name"), Value("")),
+    "submission": "submission_id",
+    "kind": "kind",
+}
+
+
+def leaderboard(request: HttpRequest) -> HttpResponseBase:
     challenge = _challenge(request)
     if challenge is None and request.GET.get("challenge"):
         raise Http404("No such challenge")
@@ -225,16 +239,18 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         )
     except ChecklistBoardNotFound as exc:
         raise Http404(str(exc)) from exc
-    rows = [board_row_dict(row, board=board) for row in board.rows()]
+    rows = board.rows()
     my_team = user_team(user=request.user, challenge=challenge) if challenge else None
     phase_part = f"-{board.phase.slug}" if board.phase else ""
-    table = SortableTable(
+    table = BoardTable(
         request,
         rows,
         leaderboard_columns(
             my_team_id=my_team.pk if my_team else None,
             staff=is_staff(request.user),
         ),
+        ordering=BOARD_ORDERING,
+        row=lambda stored: board_row_dict(stored, board=board),
         filename=f"checklist-{challenge.slug}{phase_part}-leaderboard"
         if challenge
         else "checklist-leaderboard",
@@ -245,7 +261,9 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     )
     if (download := table.download()) is not None:
         return download
-    my_row = next((r for r in rows if my_team and r["team_id"] == my_team.pk), None)
+    # The team's own entry, wherever it is on the board (one query, not the whole board).
+    mine = rows.filter(team=my_team).first() if my_team is not None else None
+    my_row = board_row_dict(mine, board=board) if mine is not None else None
     tabs = [
         {"slug": p.slug, "name": p.name, "dates": phase_dates(p), "hidden": not p.is_revealed}
         for p in board.phases

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 
 from benchmarks_app.models import Benchmark
-from benchmarks_app.selectors.leaderboards import benchmark_summaries, leaderboard_rows
-from benchmarks_app.views.tables import Column, SortableTable, infer_columns
+from benchmarks_app.selectors.audit_boards import board_row, board_row_queryset, resolve_board
+from benchmarks_app.selectors.checklist import default_challenge
+from benchmarks_app.selectors.checklist_boards import board_row_dict, checklist_board
+from benchmarks_app.selectors.leaderboards import benchmark_summaries
+from benchmarks_app.selectors.probes import ROW_COLUMNS, probe_board_order, probe_board_rows
+from benchmarks_app.selectors.probes import board_row as probe_board_row
+from benchmarks_app.views import audit, checklist, probes
+from benchmarks_app.views.board_tables import BoardTable
+from benchmarks_app.views.tables import Column, SortableTable
 
 TOP_N = 5
 
@@ -29,8 +39,7 @@ def _link(name: str, key: str) -> Any:
     return link
 
 
-# Columns of each leaderboard on the home page (the full pages show more). A benchmark with
-# no entry here gets columns inferred from its rows.
+# Columns of each leaderboard on the home page (the full pages show more).
 HOME_COLUMNS: dict[str, list[Column]] = {
     Benchmark.AUDIT: [
         Column("scanner", "Scanner", link=_link("audit:scanner", "scanner")),
@@ -79,13 +88,64 @@ class Board:
     table: SortableTable
 
 
+@dataclass(frozen=True)
+class BoardRows:
+    """A board's stored rows, how the page's columns sort them and how a row is read."""
+
+    queryset: QuerySet[Any] | None
+    ordering: Mapping[str, Any]
+    row: Callable[[Any], Any]
+    order: Sequence[Any] = ("position",)
+
+
+def _audit_rows(request: HttpRequest) -> BoardRows:
+    # The official board's ranked rows (scanners evaluated on every repo of the release);
+    # scores are public, so there is nothing to hide from the viewer.
+    board = resolve_board()
+    if board is None:
+        return BoardRows(None, audit.BOARD_ORDERING, board_row)
+    rows = board_row_queryset(board).filter(is_complete=True)
+    return BoardRows(rows, audit.BOARD_ORDERING, board_row)
+
+
+def _probe_rows(request: HttpRequest) -> BoardRows:
+    # Every suite, each ranked on its own (``rank`` restarts per suite), suite by suite.
+    rows = probe_board_rows(user=request.user)
+    return BoardRows(
+        rows.values(*ROW_COLUMNS),
+        probes.BOARD_ORDERING,
+        probe_board_row,
+        order=probe_board_order(rows),
+    )
+
+
+def _checklist_rows(request: HttpRequest) -> BoardRows:
+    # The default challenge: teams of different challenges are never ranked together.
+    board = checklist_board(challenge=default_challenge(None))
+    return BoardRows(
+        board.rows(),
+        checklist.BOARD_ORDERING,
+        lambda stored: board_row_dict(stored, board=board),
+    )
+
+
+BOARD_ROWS: dict[str, Callable[[HttpRequest], BoardRows]] = {
+    Benchmark.AUDIT: _audit_rows,
+    Benchmark.PROBES: _probe_rows,
+    Benchmark.CHECKLIST: _checklist_rows,
+}
+
+
 def _board(request: HttpRequest, summary: Any) -> Board:
-    rows = leaderboard_rows(summary.slug, user=request.user)
-    columns = HOME_COLUMNS.get(summary.slug) or infer_columns(rows or [])
-    table = SortableTable(
+    # Only the top rows are read, sorted in the database, whatever the number of entrants.
+    rows = BOARD_ROWS[summary.slug](request)
+    table = BoardTable(
         request,
-        rows,
-        columns,
+        rows.queryset,
+        HOME_COLUMNS[summary.slug],
+        ordering=rows.ordering,
+        row=rows.row,
+        board_order=rows.order,
         prefix=summary.slug,
         limit=TOP_N,
         filename=f"{summary.slug}-leaderboard-top",
@@ -103,7 +163,7 @@ def _board(request: HttpRequest, summary: Any) -> Board:
     )
 
 
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: HttpRequest) -> HttpResponseBase:
     boards = [_board(request, summary) for summary in benchmark_summaries(request.user)]
     for board in boards:
         if (download := board.table.download()) is not None:

@@ -12,18 +12,24 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count
+from django.db.models import Count, Max, QuerySet
+from django.db.models.functions import Lower
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.utils.text import slugify
 
+from benchmarks_app.api.probes import PROBE_ORDERING_COLUMNS
 from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Benchmark, ProbeSuite
+from benchmarks_app.models.boards import ProbeBoardRow
 from benchmarks_app.selectors.leaderboards import own_submissions
 from benchmarks_app.selectors.probes import (
+    ROW_COLUMNS,
     ProbeReportNotFound,
-    probe_leaderboard,
+    board_row,
+    probe_board_rows,
     probe_report,
     probe_report_page,
     probe_submission,
@@ -35,6 +41,7 @@ from benchmarks_app.services.probes import (
     probe_submission_upload,
 )
 from benchmarks_app.services.uploads import errors_capped, upload_limit_text
+from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.tables import Column, SortableTable
 from scoring.probes.metrics import board_markdown
 from scoring.probes.report import report_markdown
@@ -139,6 +146,10 @@ LEADERBOARD_COLUMNS = [
 ]
 
 
+# Column key → the stored row's column it sorts by (the API's; names sort case-blind).
+BOARD_ORDERING: dict[str, Any] = {**PROBE_ORDERING_COLUMNS, "model": Lower("model_name")}
+
+
 @dataclass(frozen=True)
 class SuiteBoard:
     name: str
@@ -148,13 +159,27 @@ class SuiteBoard:
     table: SortableTable
 
 
-def leaderboard(request: HttpRequest) -> HttpResponse:
+def _boards(rows: QuerySet[ProbeBoardRow]) -> dict[str, list[tuple[int, str]]]:
+    """Suite name → its boards' (suite id, version), newest version first: one grouped query
+    (the order of :func:`~benchmarks_app.selectors.probes.probe_leaderboard`)."""
+    found = sorted(
+        rows.order_by()
+        .values("suite_id", "suite__name", "suite_version")
+        .annotate(newest=Max("scored_at")),
+        key=lambda b: (b["suite__name"], -b["newest"].timestamp(), b["suite_version"]),
+    )
+    boards: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for b in found:
+        boards[b["suite__name"]].append((b["suite_id"], b["suite_version"]))
+    return boards
+
+
+def leaderboard(request: HttpRequest) -> HttpResponseBase:
     suite_filter = request.GET.get("suite", "")
-    # Every suite is read (one query either way) so the filter chips can list them all.
-    rows = probe_leaderboard(user=request.user)
-    by_suite: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(dict)
-    for row in rows:
-        by_suite[row["suite"]].setdefault(row["suite_version"], []).append(row)
+    # The boards of every suite are listed (one grouped query) so the filter chips can list
+    # them all; then each board shown is a count and one page of its stored rows.
+    rows = probe_board_rows(user=request.user)
+    by_suite = _boards(rows)
     slugs: dict[str, str] = {}
     for name in by_suite:
         slug = slugify(name) or "suite"
@@ -165,13 +190,15 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         if suite_filter and name != suite_filter:
             continue
         # The newest version keeps the suite's own table id; older boards are suffixed.
-        for position, (version, board_rows) in enumerate(versions.items()):
+        for position, (suite_id, version) in enumerate(versions):
             slug = slugs[name] if position == 0 else f"{slugs[name]}-{version[:8] or 'legacy'}"
-            table = SortableTable(
+            table = BoardTable(
                 request,
-                board_rows,
+                rows.filter(suite_id=suite_id, suite_version=version).values(*ROW_COLUMNS),
                 LEADERBOARD_COLUMNS,
-                # Each board sorts and downloads on its own: ?<board>-sort=, -format=.
+                ordering=BOARD_ORDERING,
+                row=board_row,
+                # Each board sorts, pages and downloads on its own: ?<board>-sort=, -page=.
                 prefix=slug,
                 filename=f"probes-{slug}-leaderboard",
                 table_id=f"probes-{slug}",

@@ -38,6 +38,7 @@ from urllib.parse import urlencode
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.utils.text import slugify
 
 from benchmarks_app.formatting import format_fixed, format_percent
@@ -178,11 +179,7 @@ class SortableTable:
         ]
 
         by_key = {c.key: c for c in self.columns if c.sortable}
-        requested = request.GET.get(f"{self.prefix}sort", "") or default_sort
-        descending = requested.startswith("-")
-        key = requested.lstrip("-")
-        self.sort_key = key if key in by_key else ""
-        self.descending = descending if self.sort_key else False
+        self._read_sort(by_key, default_sort)
         if self.sort_key:
             column = by_key[self.sort_key]
             present = [(r, row) for r, row in ranked if column.raw(row) not in (None, "")]
@@ -192,22 +189,32 @@ class SortableTable:
             ranked = present + missing
         if limit is not None:
             ranked = ranked[:limit]
-        self.rows = [
-            Row(
-                rank=r,
-                source=row,
-                cells=[
-                    Cell(
-                        value=(value := column.raw(row)),
-                        text=column.display(value),
-                        numeric=column.numeric,
-                        url=column.link(row) if column.link else None,
-                    )
-                    for column in self.columns
-                ],
-            )
-            for r, row in ranked
-        ]
+        self.rows = [self._row(r, row) for r, row in ranked]
+
+    # Pages of a table whose rows are all in memory: none (see board_tables.BoardTable).
+    pager: Any = None
+
+    def _read_sort(self, by_key: Mapping[str, Column], default_sort: str) -> None:
+        """``sort_key`` and ``descending`` from ``?<prefix>sort=`` (unknown keys: unsorted)."""
+        requested = self.request.GET.get(f"{self.prefix}sort", "") or default_sort
+        key = requested.lstrip("-")
+        self.sort_key = key if key in by_key else ""
+        self.descending = requested.startswith("-") if self.sort_key else False
+
+    def _row(self, rank: Any, row: Any) -> Row:
+        return Row(
+            rank=rank,
+            source=row,
+            cells=[
+                Cell(
+                    value=(value := column.raw(row)),
+                    text=column.display(value),
+                    numeric=column.numeric,
+                    url=column.link(row) if column.link else None,
+                )
+                for column in self.columns
+            ],
+        )
 
     # --- URLs -----------------------------------------------------------------------------
 
@@ -249,16 +256,21 @@ class SortableTable:
 
     def records(self) -> list[dict[str, Any]]:
         """The rows as plain dicts of raw values, in the order shown."""
-        exported = [(i, c) for i, c in enumerate(self.columns) if c.export]
-        records = []
-        for row in self.rows:
-            record: dict[str, Any] = {"rank": row.rank} if self.show_rank else {}
-            for index, column in exported:
-                record[column.key] = row.cells[index].value
-            records.append(record)
-        return records
+        return [self._record(row) for row in self.rows]
 
-    def download(self) -> HttpResponse | None:
+    @property
+    def fields(self) -> list[str]:
+        """The keys of a download's records (its CSV header)."""
+        return (["rank"] if self.show_rank else []) + [c.key for c in self.columns if c.export]
+
+    def _record(self, row: Row) -> dict[str, Any]:
+        record: dict[str, Any] = {"rank": row.rank} if self.show_rank else {}
+        for column, cell in zip(self.columns, row.cells, strict=True):
+            if column.export:
+                record[column.key] = cell.value
+        return record
+
+    def download(self) -> HttpResponseBase | None:
         """The CSV or JSON download when the request asks for one, else ``None``."""
         fmt = self.request.GET.get(f"{self.prefix}format", "")
         if fmt == "csv":
@@ -267,19 +279,18 @@ class SortableTable:
             return self._json()
         return None
 
-    def _csv(self) -> HttpResponse:
+    def _csv(self) -> HttpResponseBase:
         buffer = io.StringIO()
         records = self.records()
-        fields = (["rank"] if self.show_rank else []) + [c.key for c in self.columns if c.export]
-        writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
+        writer = csv.DictWriter(buffer, fieldnames=self.fields, extrasaction="ignore")
         writer.writeheader()
         for record in records:
-            writer.writerow({k: _csv_value(v) for k, v in record.items()})
+            writer.writerow({k: csv_value(v) for k, v in record.items()})
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{self.filename}.csv"'
         return response
 
-    def _json(self) -> HttpResponse:
+    def _json(self) -> HttpResponseBase:
         body = json.dumps(
             {"count": len(self.rows), "results": self.records()}, cls=DjangoJSONEncoder, indent=1
         )
@@ -288,7 +299,8 @@ class SortableTable:
         return response
 
 
-def _csv_value(value: Any) -> Any:
+def csv_value(value: Any) -> Any:
+    """A raw value as a CSV cell: blank for missing, ISO dates, formulas defused."""
     if value is None:
         return ""
     if isinstance(value, datetime | date):

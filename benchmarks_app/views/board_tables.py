@@ -1,0 +1,196 @@
+"""A sortable table read page by page from a board's stored rows.
+
+:class:`BoardTable` is the :class:`~benchmarks_app.views.tables.SortableTable` of the
+leaderboard pages: it takes the queryset of the rows a user may see (from the board's
+selector), an ordering map (column key → stored column or expression, as the API's
+``ordering_columns``) and a function turning a stored row into the row dict the columns
+read. ``?<prefix>sort=col`` / ``-col`` becomes ``ORDER BY`` (missing values last both ways,
+then the board's own order); ``?<prefix>page=N`` picks 100 rows. A page is a count and one
+query for its rows, whatever the number of entrants. The rank column is the stored rank,
+so sorting does not renumber the entries.
+
+Downloads (``?<prefix>format=csv|json``) still carry the whole board in the order asked
+for, streamed from ``.iterator()`` so that memory stays flat however long the board is.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import QuerySet
+from django.http import HttpRequest, StreamingHttpResponse
+
+from benchmarks_app.selectors.board_ordering import Column as OrderColumn
+from benchmarks_app.selectors.board_ordering import board_order_by
+from benchmarks_app.views.tables import Column, SortableTable, csv_value, resolve
+
+PAGE_SIZE = 100
+# Rows read from the database per round trip while a download streams.
+CHUNK_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class Pager:
+    """Where a page sits in its table: its rows' span and links to its neighbours."""
+
+    number: int
+    count: int
+    first: int  # 1-based number of the page's first row (0 on an empty table)
+    last: int
+    total: int
+    previous_url: str | None
+    next_url: str | None
+
+    @property
+    def several(self) -> bool:
+        return self.count > 1
+
+
+def _page_number(raw: str) -> int:
+    # A page number that is not a positive integer is the first page, as an unknown sort
+    # key is the default order: a link cut short still shows the board.
+    return int(raw) if raw.isascii() and raw.isdigit() and 0 < int(raw) < 10**9 else 1
+
+
+class BoardTable(SortableTable):
+    """A page of a board's stored rows, sorted in the database; downloads stream all rows.
+
+    ``queryset``: the rows the user may see (``None``: the table is not available).
+    ``ordering``: sortable column key → stored column (field path or expression); a column
+    without an entry is not sortable. ``row``: a stored row (model or values dict) → the dict
+    the columns read. ``board_order``: the board's own order, which breaks ties.
+    ``limit``: show (and download) only the first rows, without pages (top-N tables).
+    """
+
+    def __init__(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Any] | None,
+        columns: Sequence[Column],
+        *,
+        ordering: Mapping[str, OrderColumn],
+        row: Callable[[Any], Any],
+        board_order: Sequence[Any] = ("position",),
+        default_sort: str = "",
+        filename: str = "leaderboard",
+        prefix: str = "",
+        rank: bool = True,
+        rank_key: str = "rank",
+        limit: int | None = None,
+        page_size: int = PAGE_SIZE,
+        empty_message: str = "Nothing here yet.",
+        caption: str = "",
+        table_id: str = "",
+    ) -> None:
+        # The base class with no rows sets the names, URLs and messages; rows come below.
+        super().__init__(
+            request,
+            None,
+            [c if c.key in ordering else dataclasses.replace(c, sortable=False) for c in columns],
+            filename=filename,
+            prefix=prefix,
+            rank=rank,
+            empty_message=empty_message,
+            caption=caption,
+            table_id=table_id,
+        )
+        self.available = queryset is not None
+        self.rank_key = rank_key
+        self.limit = limit
+        self.to_row = row
+        by_key = {c.key: c for c in self.columns if c.sortable}
+        self._read_sort(by_key, default_sort)
+        terms = [(self.sort_key, self.descending)] if self.sort_key else []
+        self.queryset: QuerySet[Any] | None = (
+            None
+            if queryset is None
+            else queryset.order_by(*board_order_by(terms, ordering, board_order))
+        )
+        self.total = self.queryset.count() if self.queryset is not None else 0
+        if self.queryset is None or self.total == 0 or self.wants_download:
+            return
+        if limit is not None:
+            self.rows = self._rows(self.queryset[:limit], offset=0)
+            return
+        pages = max(1, -(-self.total // page_size))
+        number = min(_page_number(request.GET.get(f"{self.prefix}page", "")), pages)
+        offset = (number - 1) * page_size
+        self.rows = self._rows(self.queryset[offset : offset + page_size], offset=offset)
+        self.pager = Pager(
+            number=number,
+            count=pages,
+            first=offset + 1,
+            last=offset + len(self.rows),
+            total=self.total,
+            previous_url=self._page_url(number - 1) if number > 1 else None,
+            next_url=self._page_url(number + 1) if number < pages else None,
+        )
+
+    @property
+    def wants_download(self) -> bool:
+        return self.request.GET.get(f"{self.prefix}format", "") in ("csv", "json")
+
+    def _page_url(self, number: int) -> str:
+        return self._url(**{f"{self.prefix}page": str(number)})
+
+    def _rank(self, source: Any, position: int) -> Any:
+        stored = resolve(source, self.rank_key)
+        return stored if stored is not None else position
+
+    def _rows(self, stored: Any, *, offset: int) -> list[Any]:
+        rows = []
+        for index, obj in enumerate(stored, start=offset + 1):
+            source = self.to_row(obj)
+            rows.append(self._row(self._rank(source, index), source))
+        return rows
+
+    # --- Downloads: the whole board, streamed -------------------------------------------
+
+    def _all_records(self) -> Iterator[dict[str, Any]]:
+        if self.queryset is None:
+            return
+        stored = self.queryset if self.limit is None else self.queryset[: self.limit]
+        for index, obj in enumerate(stored.iterator(chunk_size=CHUNK_SIZE), start=1):
+            source = self.to_row(obj)
+            yield self._record(self._row(self._rank(source, index), source))
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every row of the board (not only the page) as plain dicts, in the order asked."""
+        return list(self._all_records())
+
+    def _csv(self) -> StreamingHttpResponse:
+        def lines() -> Iterator[str]:
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=self.fields, extrasaction="ignore")
+            writer.writeheader()
+            for record in self._all_records():
+                writer.writerow({k: csv_value(v) for k, v in record.items()})
+                if buffer.tell() > 64 * 1024:
+                    yield buffer.getvalue()
+                    buffer.seek(0)
+                    buffer.truncate()
+            yield buffer.getvalue()
+
+        response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{self.filename}.csv"'
+        return response
+
+    def _json(self) -> StreamingHttpResponse:
+        count = self.total if self.limit is None else min(self.total, self.limit)
+
+        def parts() -> Iterator[str]:
+            yield f'{{"count": {count}, "results": ['
+            for index, record in enumerate(self._all_records()):
+                yield ("," if index else "") + "\n" + json.dumps(record, cls=DjangoJSONEncoder)
+            yield "\n]}\n"
+
+        response = StreamingHttpResponse(parts(), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="{self.filename}.json"'
+        return response
