@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import F, FloatField, Func, QuerySet
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Lower
+from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound, ValidationError
@@ -21,6 +19,7 @@ from rest_framework.response import Response
 from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.selectors.audit_boards import (
+    AUDIT_ORDERING_COLUMNS,
     PUBLIC_ROW_KEYS,
     BoardNotFound,
     board_row,
@@ -75,48 +74,6 @@ AUDIT_ORDERING = [k for k in PUBLIC_ROW_KEYS if k != "f1_with_partial_ci"]
 ORDERING_ALIASES = {"repos": "repos_evaluated"}
 
 
-class _Metric(Func):
-    """A number of the row's metrics document (counts and ratios summed over repos), SQL NULL
-    where it is missing or JSON null, so that it sorts last. (Django's key transform turns a
-    JSON null into the text 'null' on SQLite, which casts to 0.)"""
-
-    output_field = FloatField()
-
-    def __init__(self, key: str) -> None:
-        if not key.isidentifier():
-            raise ValueError(f"not a metric name: {key!r}")
-        super().__init__(F("metrics"))
-        self.key = key
-
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, Any]:
-        sql, params = compiler.compile(self.source_expressions[0])
-        return f"JSON_EXTRACT({sql}, '$.{self.key}')", params
-
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, Any]:
-        sql, params = compiler.compile(self.source_expressions[0])
-        return f"(({sql}) ->> '{self.key}')::double precision", params
-
-    def as_sql(self, compiler: Any, connection: Any, *args: Any, **extra: Any) -> Any:
-        return compiler.compile(Cast(KT(f"metrics__{self.key}"), FloatField()))
-
-
-def _metric(key: str) -> _Metric:
-    return _Metric(key)
-
-
-# API ordering name → the stored row's column.
-AUDIT_ORDERING_COLUMNS: dict[str, Any] = {
-    "scanner": Lower("scanner__name"),
-    "rank": F("rank"),
-    "rank_low": F("rank_low"),
-    "rank_high": F("rank_high"),
-    "complete": F("is_complete"),
-    "repos_evaluated": F("repos_evaluated"),
-    "repos_total": F("repos_total"),
-    **{k: _metric(k) for k in ("tp", "partial", "fp", "fn", "precision", "recall", "f1")},
-    "f1_with_partial": F("f1_with_partial"),
-}
-assert list(AUDIT_ORDERING_COLUMNS) == AUDIT_ORDERING
 ROW_EXTRA_KEYS = ("is_baseline", "method_name", "method_description", "method_url")
 
 

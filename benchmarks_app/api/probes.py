@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 
 from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter
 from benchmarks_app.selectors.probes import (
+    PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
     ProbeReportNotFound,
     board_row,
@@ -126,24 +127,6 @@ class ProbeLeaderboardRowSerializer(serializers.Serializer):
         return request.build_absolute_uri(url) if request is not None else url
 
 
-# API ordering name -> stored column of ProbeBoardRow.
-PROBE_ORDERING_COLUMNS = {
-    "rank": "position",
-    "rank_low": "rank_low",
-    "rank_high": "rank_high",
-    "suite": "suite__name",
-    "suite_version": "suite_version",
-    "model": "model_name",
-    "resilience_index": "resilience_index",
-    "pass_rate": "pass_rate",
-    "severity_weighted_pass_rate": "severity_weighted_pass_rate",
-    "high_stakes_failure_rate": "high_stakes_failure_rate",
-    "agreement_accuracy": "agreement_accuracy",
-    "agreement_kappa": "agreement_kappa",
-    "evaluated": "evaluated",
-    "scored_at": "scored_at",
-    "is_baseline": "is_baseline",
-}
 PROBE_ORDERING = list(PROBE_ORDERING_COLUMNS)
 
 

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max, Q, QuerySet
+from django.db.models import F, Max, Q, QuerySet
+from django.db.models.functions import Lower
 
 from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Repo
 from benchmarks_app.models.audit import AuditBoardRow, AuditDataset, DatasetRelease
+from benchmarks_app.selectors.board_ordering import JsonNumber
 from benchmarks_app.selectors.phases import phase_board_visible
 from scoring.audit.judges import parse_judge_spec
 
@@ -410,3 +412,18 @@ def audit_boards() -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+# Ordering name (the API's ``?ordering=``, the page's ``?sort=``) → the stored row's column.
+AUDIT_ORDERING_COLUMNS: dict[str, Any] = {
+    "scanner": Lower("scanner__name"),
+    "rank": F("rank"),
+    "rank_low": F("rank_low"),
+    "rank_high": F("rank_high"),
+    "complete": F("is_complete"),
+    "repos_evaluated": F("repos_evaluated"),
+    "repos_total": F("repos_total"),
+    **{k: JsonNumber(k) for k in ("tp", "partial", "fp", "fn", "precision", "recall", "f1")},
+    "f1_with_partial": F("f1_with_partial"),
+}
+assert list(AUDIT_ORDERING_COLUMNS) == [k for k in PUBLIC_ROW_KEYS if k != "f1_with_partial_ci"]

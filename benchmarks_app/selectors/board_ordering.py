@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from django.db.models import Expression, F, OrderBy
+from django.db.models import Expression, F, FloatField, Func, OrderBy
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 Column = str | Expression
 
@@ -30,3 +32,28 @@ def board_order_by(
     (the board's own order) and ``pk``."""
     ordered = [column_order(columns[name], descending=descending) for name, descending in terms]
     return [*ordered, *default, "pk"]
+
+
+class JsonNumber(Func):
+    """A number of the row's metrics document (counts and ratios summed over repos), SQL NULL
+    where it is missing or JSON null, so that it sorts last. (Django's key transform turns a
+    JSON null into the text 'null' on SQLite, which casts to 0.)"""
+
+    output_field = FloatField()
+
+    def __init__(self, key: str) -> None:
+        if not key.isidentifier():
+            raise ValueError(f"not a metric name: {key!r}")
+        super().__init__(F("metrics"))
+        self.key = key
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, Any]:
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"JSON_EXTRACT({sql}, '$.{self.key}')", params
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, Any]:
+        sql, params = compiler.compile(self.source_expressions[0])
+        return f"(({sql}) ->> '{self.key}')::double precision", params
+
+    def as_sql(self, compiler: Any, connection: Any, *args: Any, **extra: Any) -> Any:
+        return compiler.compile(Cast(KT(f"metrics__{self.key}"), FloatField()))

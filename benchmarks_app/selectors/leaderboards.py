@@ -1,7 +1,7 @@
-"""Reads that span the three benchmarks: the home page, the benchmark index, own submissions.
+"""Reads that span the three benchmarks: the benchmark index and one's own submissions.
 
-Each benchmark's own leaderboard lives in its selector module (``audit_leaderboard``,
-``probe_leaderboard``, ``checklist_leaderboard``); this module only gathers them.
+Each benchmark's board lives in its own selector module (``selectors.audit_boards``,
+``selectors.probes``, ``selectors.checklist_boards``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
@@ -20,9 +20,6 @@ from benchmarks_app.models import (
     ResponseSubmission,
     Scanner,
 )
-from benchmarks_app.selectors.audit import audit_leaderboard
-from benchmarks_app.selectors.checklist import checklist_leaderboard
-from benchmarks_app.selectors.probes import probe_leaderboard
 from benchmarks_app.selectors.visibility import visible_runs
 
 logger = logging.getLogger(__name__)
@@ -41,44 +38,6 @@ BENCHMARK_DESCRIPTIONS: dict[str, str] = {
         "truth-adversarial papers."
     ),
 }
-
-
-class LeaderboardSelector(Protocol):
-    """A benchmark's whole leaderboard as ``user`` may see it: its rows, best first."""
-
-    def __call__(self, *, user: Any = None) -> list[dict[str, Any]]: ...
-
-
-# The boards share one signature, so that callers need not know which benchmark takes which
-# filter; each passes on what its selector needs.
-
-
-def _audit_board(*, user: Any = None) -> list[dict[str, Any]]:
-    # The official board's ranked rows (scanners evaluated on every repo of the release);
-    # scores are public, so there is nothing to hide from ``user``.
-    return [row for row in audit_leaderboard() if row["complete"]]
-
-
-def _probes_board(*, user: Any = None) -> list[dict[str, Any]]:
-    # Every suite, each ranked on its own (``rank`` restarts per suite).
-    return probe_leaderboard(user=user)
-
-
-def _checklist_board(*, user: Any = None) -> list[dict[str, Any]]:
-    # The default challenge: teams of different challenges are never ranked together.
-    return checklist_leaderboard()
-
-
-LEADERBOARDS: dict[str, LeaderboardSelector] = {
-    Benchmark.AUDIT: _audit_board,
-    Benchmark.PROBES: _probes_board,
-    Benchmark.CHECKLIST: _checklist_board,
-}
-
-
-def leaderboard_rows(benchmark: str, *, user: Any = None) -> list[dict[str, Any]]:
-    """Rows of a benchmark's leaderboard (best first), as ``user`` may see them."""
-    return LEADERBOARDS[benchmark](user=user)
 
 
 @dataclass(frozen=True)

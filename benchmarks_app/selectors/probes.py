@@ -329,3 +329,24 @@ def probe_submission(*, submission_id: int, user: Any = None) -> ResponseSubmiss
     if submission is None:
         raise ProbeReportNotFound(f"no submission {submission_id}")
     return submission
+
+
+# Ordering name (the API's ``?ordering=``, the page's ``?sort=``) → stored column of
+# ProbeBoardRow.
+PROBE_ORDERING_COLUMNS = {
+    "rank": "position",
+    "rank_low": "rank_low",
+    "rank_high": "rank_high",
+    "suite": "suite__name",
+    "suite_version": "suite_version",
+    "model": "model_name",
+    "resilience_index": "resilience_index",
+    "pass_rate": "pass_rate",
+    "severity_weighted_pass_rate": "severity_weighted_pass_rate",
+    "high_stakes_failure_rate": "high_stakes_failure_rate",
+    "agreement_accuracy": "agreement_accuracy",
+    "agreement_kappa": "agreement_kappa",
+    "evaluated": "evaluated",
+    "scored_at": "scored_at",
+    "is_baseline": "is_baseline",
+}

@@ -19,7 +19,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
-from benchmarks_app.api.audit_board import AUDIT_ORDERING_COLUMNS, _metric
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus, Scanner
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.selectors.audit import (
@@ -28,6 +27,7 @@ from benchmarks_app.selectors.audit import (
     audit_run_detail,
 )
 from benchmarks_app.selectors.audit_boards import (
+    AUDIT_ORDERING_COLUMNS,
     Board,
     BoardNotFound,
     board_is_restricted,
@@ -35,6 +35,7 @@ from benchmarks_app.selectors.audit_boards import (
     board_row_queryset,
     resolve_board,
 )
+from benchmarks_app.selectors.board_ordering import JsonNumber
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_repos
 from benchmarks_app.services.audit import (
@@ -169,7 +170,7 @@ BOARD_ORDERING: dict[str, Any] = {
     **AUDIT_ORDERING_COLUMNS,
     "repos": F("repos_evaluated"),
     **{
-        key: _metric(key)
+        key: JsonNumber(key)
         for key in ("truth", "scan", "qa", "precision_with_partial", "recall_with_partial")
     },
     # Entries without a method (blank) come last, as missing values do.

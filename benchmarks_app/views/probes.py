@@ -20,12 +20,12 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.utils.text import slugify
 
-from benchmarks_app.api.probes import PROBE_ORDERING_COLUMNS
 from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Benchmark, ProbeSuite
 from benchmarks_app.models.boards import ProbeBoardRow
 from benchmarks_app.selectors.leaderboards import own_submissions
 from benchmarks_app.selectors.probes import (
+    PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
     ProbeReportNotFound,
     board_row,
