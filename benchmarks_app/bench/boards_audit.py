@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import random
-import statistics
 import time
 import warnings
 from typing import Any, TextIO
@@ -25,6 +24,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import override_settings
 
+from benchmarks_app.bench._timing import time_gets
 from benchmarks_app.bench.api import _scratch_database
 
 SIZES = (1_000, 10_000)
@@ -110,40 +110,15 @@ def seed_audit_board(entries: int, *, seed: int = 7) -> Any:
     return release
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-
-
 def measure(client: Client, query: str, requests: int = REQUESTS) -> dict[str, Any]:
     """p50/p95/max ms of ``requests`` GETs of ``URL + query`` and the queries of one."""
-    executed: list[str] = []
-
-    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        executed.append(sql)
-        return execute(sql, params, many, context)
-
-    # Counted as they run: the query log is reset when a request starts.
-    with connection.execute_wrapper(count):
-        first = client.get(URL + query)
-    if first.status_code != 200:
-        raise RuntimeError(f"{URL + query}: {first.status_code} {first.content[:300]!r}")
-    for _ in range(WARMUP):
-        client.get(URL + query)
-    latencies = []
-    for _ in range(requests):
-        started = time.perf_counter()
-        response = client.get(URL + query)
-        latencies.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200
+    timed = time_gets(client, [URL + query] * requests, warmup=WARMUP)
+    first = timed.pop("first").json()
     return {
-        "queries": len(executed),
-        "rows": len(first.json()["results"]),
-        "count": first.json()["count"],
-        "p50": _percentile(latencies, 50),
-        "p95": _percentile(latencies, 95),
-        "max": max(latencies),
-        "mean": statistics.fmean(latencies),
+        **timed,
+        "queries": timed["queries"][0],
+        "rows": len(first["results"]),
+        "count": first["count"],
     }
 
 

@@ -22,6 +22,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import override_settings
 
+from benchmarks_app.bench._timing import time_gets
 from benchmarks_app.bench.api import _scratch_database, seed_leaderboards
 
 SIZES = (1_000, 10_000)
@@ -37,41 +38,15 @@ PAGES = (
 )
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-
-
 def _join(url: str, params: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}{params}"
 
 
 def measure(client: Client, url: str, requests: int = REQUESTS) -> dict[str, Any]:
     """p50/p95 ms of ``requests`` GETs of ``url`` and the queries of one."""
-    executed: list[str] = []
-
-    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        executed.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(count):
-        first = client.get(url)
-    if first.status_code != 200:
-        raise RuntimeError(f"{url}: {first.status_code}")
-    for _ in range(WARMUP):
-        client.get(url)
-    latencies = []
-    for _ in range(requests):
-        started = time.perf_counter()
-        response = client.get(url)
-        latencies.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200
-    return {
-        "queries": len(executed),
-        "bytes": len(first.content),
-        "p50": _percentile(latencies, 50),
-        "p95": _percentile(latencies, 95),
-    }
+    timed = time_gets(client, [url] * requests, warmup=WARMUP)
+    first = timed.pop("first")
+    return {**timed, "queries": timed["queries"][0], "bytes": len(first.content)}
 
 
 def _cases(size: int) -> list[tuple[str, str, str]]:

@@ -13,15 +13,15 @@ audit board's figures before its rows were stored.
 from __future__ import annotations
 
 import random
-import statistics
 import time
 from typing import Any, TextIO
 
 from django.db import connection
-from django.test.utils import CaptureQueriesContext, override_settings
+from django.test.utils import override_settings
 from django.urls import reverse
 
-from benchmarks_app.bench.api import _percentile, _scratch_database
+from benchmarks_app.bench._timing import time_gets
+from benchmarks_app.bench.api import _scratch_database
 
 SIZES = (1_000, 10_000)
 REQUESTS = 200  # per size and page size
@@ -114,25 +114,9 @@ def _measure(entries: int, size: int) -> dict[str, Any]:
 
     client = Client()
     paths = _paths(entries, size)
-    for path in paths[:WARMUP]:
-        client.get(path)
-    latencies: list[float] = []
-    queries: set[int] = set()
-    for path in paths:
-        with CaptureQueriesContext(connection) as captured:
-            started = time.perf_counter()
-            response = client.get(path, HTTP_ACCEPT="application/json")
-            latencies.append((time.perf_counter() - started) * 1000)
-        if response.status_code != 200:
-            raise RuntimeError(f"{path}: {response.status_code} {response.content[:200]!r}")
-        queries.add(len(captured.captured_queries))
-    return {
-        "p50": _percentile(latencies, 50),
-        "p95": _percentile(latencies, 95),
-        "mean": statistics.fmean(latencies),
-        "queries": sorted(queries),
-        "n": len(latencies),
-    }
+    timed = time_gets(client, paths, warmup=WARMUP, headers={"Accept": "application/json"})
+    timed.pop("first")
+    return timed
 
 
 def run(out: TextIO, *, sizes: tuple[int, ...] = SIZES) -> None:

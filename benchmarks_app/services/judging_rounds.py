@@ -178,10 +178,10 @@ def run_trip(ops: list[_Op]) -> list[tuple[bool, Any]]:
 
     writing = [kind for kind in KINDS if kind != "read" and grouped.get(kind)]
     if len(writing) == 1:
-        with _one_writer():
+        with sqlite_writer_turn():
             run(writing[0], savepoint=False)
     elif writing:
-        with _one_writer(), transaction.atomic():
+        with sqlite_writer_turn(), transaction.atomic():
             for kind in writing:
                 run(kind, savepoint=True)
     if grouped.get("read"):
@@ -193,7 +193,7 @@ _sqlite_writer = threading.Lock()
 
 
 @contextmanager
-def _one_writer() -> Iterator[None]:
+def sqlite_writer_turn() -> Iterator[None]:
     """On SQLite, this process's judge writes take turns on a lock before they begin.
 
     SQLite lets one transaction write at a time, and one that finds the database locked

@@ -48,6 +48,7 @@ from benchmarks_app.services.judging import (
     llm_config_for_run,
     llm_config_probe,
 )
+from benchmarks_app.services.judging_rounds import sqlite_writer_turn
 from benchmarks_app.services.leases import current_lease, lease_fence
 from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
 from scoring.audit.judges import make_judge, parse_judge_spec
@@ -113,7 +114,9 @@ def _save_outcome(
     run: EvaluationRun, job: _RepoJob, outcome: TruthOutcome, recorder: LedgerRecorder
 ) -> None:
     scan = job.findings_by_index.get(outcome.scan_index) if outcome.scan_index is not None else None
-    with transaction.atomic():
+    # Pieces of a run write side by side: on SQLite they take turns on the judge's writer lock
+    # rather than SQLite's sleeping retries.
+    with sqlite_writer_turn(), transaction.atomic():
         lease_fence()
         AuditTruthResult.objects.create(
             run=run,

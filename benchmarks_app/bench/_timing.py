@@ -1,0 +1,60 @@
+"""Timing GET requests through Django's test client: what the board benches share.
+
+The leading underscore keeps this module out of ``run_benchmarks`` (it is not a benchmark).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile of ``values`` by nearest rank (no interpolation)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def time_gets(
+    client: Any, paths: Sequence[str], *, warmup: int = 5, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """GET each of ``paths`` (after ``warmup`` untimed ones): p50/p95/mean/max ms, and the
+    distinct numbers of queries the requests made (one number: constant per request).
+
+    Queries are counted as they run (``execute_wrapper``): the query log is reset when a
+    request starts. Raises on any answer other than 200.
+    """
+    extra = headers or {}
+    for path in paths[:warmup]:
+        client.get(path, headers=extra)
+    latencies: list[float] = []
+    queries: set[int] = set()
+    first: Any = None
+    for path in paths:
+        executed: list[str] = []
+
+        def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            executed.append(sql)  # noqa: B023 - reset for each request above
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(count):
+            started = time.perf_counter()
+            response = client.get(path, headers=extra)
+            latencies.append((time.perf_counter() - started) * 1000)
+        if response.status_code != 200:
+            raise RuntimeError(f"{path}: {response.status_code} {response.content[:300]!r}")
+        first = first if first is not None else response
+        queries.add(len(executed))
+    return {
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+        "mean": statistics.fmean(latencies),
+        "max": max(latencies),
+        "queries": sorted(queries),
+        "n": len(latencies),
+        "first": first,
+    }
