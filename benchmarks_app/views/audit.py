@@ -48,6 +48,7 @@ from benchmarks_app.services.audit import (
 )
 from benchmarks_app.views.audit_datasets import board_chips, board_query, submit_dataset
 from benchmarks_app.views.board_tables import BoardTable
+from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.tables import Column, SortableTable
 from scoring.audit.metrics import render_markdown
 
@@ -388,13 +389,7 @@ class ScanSubmissionForm(forms.Form):
         label="Keep findings without title and description",
         help_text="Such findings are refused unless you confirm that your tool reported them so.",
     )
-    method_name = forms.CharField(required=False, max_length=100, label="Method name")
-    method_description = forms.CharField(
-        required=False, max_length=500, label="Method description", widget=forms.Textarea
-    )
-    method_url = forms.CharField(
-        required=False, max_length=500, label="Method link", help_text="An http(s) link."
-    )
+    method_name, method_description, method_url = method_fields()
     # An empty file goes on to the service, which names it as the API does.
     file = forms.FileField(
         label="Results file (JSON)",

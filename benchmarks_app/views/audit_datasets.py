@@ -22,6 +22,7 @@ from benchmarks_app.services.audit import (
     audit_dataset_upload,
     parse_declared_empty,
 )
+from benchmarks_app.views.entry_fields import method_fields
 
 
 def board_query(board: Board, **override: Any) -> str:
@@ -89,13 +90,7 @@ class DatasetSubmissionForm(forms.Form):
         label="Keep findings without title and description",
         help_text="Such findings are refused unless you confirm that your tool reported them so.",
     )
-    method_name = forms.CharField(required=False, max_length=100, label="Method name")
-    method_description = forms.CharField(
-        required=False, max_length=500, label="Method description", widget=forms.Textarea
-    )
-    method_url = forms.CharField(
-        required=False, max_length=500, label="Method link", help_text="An http(s) link."
-    )
+    method_name, method_description, method_url = method_fields()
     file = forms.FileField(
         label="Results (.zip or .json)",
         allow_empty_file=True,

@@ -60,6 +60,7 @@ from benchmarks_app.views.checklist_actions import (
     team_leave_view,
     team_member_remove_view,
 )
+from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.tables import Column
 
 app_name = "checklist"
@@ -86,26 +87,7 @@ class SubmissionForm(forms.Form):
         help_text="The same paper as A with truthful answers explaining the planted errors.",
     )
     label = forms.CharField(label="Label (optional)", required=False, max_length=200)
-    method_name = forms.CharField(
-        label="Method name (optional)",
-        required=False,
-        max_length=100,
-        help_text="Shown on the board next to your team's entry.",
-    )
-    method_description = forms.CharField(
-        label="Method description (optional)",
-        required=False,
-        max_length=500,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="A few sentences, at most 500 characters.",
-    )
-    method_url = forms.URLField(
-        label="Method link (optional)",
-        required=False,
-        max_length=500,
-        assume_scheme="https",
-        help_text="A paper, repository or write-up (http or https).",
-    )
+    method_name, method_description, method_url = method_fields()
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

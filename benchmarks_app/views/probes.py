@@ -42,6 +42,7 @@ from benchmarks_app.services.probes import (
 )
 from benchmarks_app.services.uploads import errors_capped, upload_limit_text
 from benchmarks_app.views.board_tables import BoardTable
+from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.tables import Column, SortableTable
 from scoring.probes.metrics import board_markdown
 from scoring.probes.report import report_markdown
@@ -254,26 +255,7 @@ class ResponseSubmissionForm(forms.Form):
         label="Responses file",
         widget=forms.ClearableFileInput(attrs={"accept": ".jsonl,.json,.ndjson,.csv,.txt"}),
     )
-    method_name = forms.CharField(
-        label="Method name",
-        max_length=100,
-        required=False,
-        help_text="Optional, shown on the board, e.g. “system prompt v2”.",
-    )
-    method_description = forms.CharField(
-        label="Method description",
-        max_length=500,
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Optional, at most 500 characters.",
-    )
-    method_url = forms.URLField(
-        label="Method link",
-        max_length=500,
-        required=False,
-        assume_scheme="https",
-        help_text="Optional: a paper, model card or code (http or https).",
-    )
+    method_name, method_description, method_url = method_fields()
 
     def __init__(self, *args: Any, suites: list[tuple[str, int]], **kwargs: Any) -> None:
         """``suites``: (name, number of probes) of the suites that can be answered."""

@@ -98,6 +98,57 @@ async def judge_batch(
     )
 
 
+def absorb_batch(
+    result: TruthOutcome,
+    b: int,
+    consensus: ConsensusResult[AuditVerdict],
+    best_partial: tuple[int, str] | None,
+) -> tuple[bool, tuple[int, str] | None]:
+    """Batch ``b``'s consensus into ``result``: the one step of matching a truth finding.
+
+    Shared by :func:`match_truth` and the concurrent schedule (``scoring.audit.schedule``), so
+    both record the same votes and outcome. Returns (finished, the first partial so far):
+    finished on a match or a failed batch.
+    """
+    for vote in consensus.votes:
+        v = vote.verdict
+        result.votes.append(
+            VoteLog(
+                batch=b,
+                number=vote.number,
+                label=vote.label,
+                index=v.index_of_finding_from_junior_auditor if v else None,
+                explanation=v.explanation if v else "",
+                error=vote.error,
+            )
+        )
+    verdict = consensus.verdict
+    if verdict is None:
+        result.outcome = JUDGE_FAILED
+        result.scan_index = None
+        result.explanation = f"Batch {b}: {consensus.reason}"
+        result.notes.append(f"batch {b} failed: {consensus.reason}")
+        return True, best_partial
+    index = verdict.index_of_finding_from_junior_auditor
+    if best_partial is None:
+        result.explanation = verdict.explanation
+    if consensus.label == MATCH:
+        result.outcome = MATCH
+        result.scan_index = index
+        result.explanation = verdict.explanation
+        return True, best_partial
+    if consensus.label == PARTIAL and best_partial is None:
+        best_partial = (index, verdict.explanation)
+    return False, best_partial
+
+
+def settle_partial(result: TruthOutcome, best_partial: tuple[int, str] | None) -> None:
+    """No batch left: the first partial, if any, is the outcome."""
+    if best_partial is not None:
+        result.outcome = PARTIAL
+        result.scan_index, result.explanation = best_partial
+
+
 async def match_truth(
     judge: AuditJudge,
     truth: TruthItem,
@@ -110,38 +161,10 @@ async def match_truth(
     best_partial: tuple[int, str] | None = None
     for b, batch in enumerate(batches_of(pool, batch_size), start=1):
         consensus = await judge_batch(judge, truth, batch, iterations=iterations)
-        for vote in consensus.votes:
-            v = vote.verdict
-            result.votes.append(
-                VoteLog(
-                    batch=b,
-                    number=vote.number,
-                    label=vote.label,
-                    index=v.index_of_finding_from_junior_auditor if v else None,
-                    explanation=v.explanation if v else "",
-                    error=vote.error,
-                )
-            )
-        verdict = consensus.verdict
-        if verdict is None:
-            result.outcome = JUDGE_FAILED
-            result.scan_index = None
-            result.explanation = f"Batch {b}: {consensus.reason}"
-            result.notes.append(f"batch {b} failed: {consensus.reason}")
+        finished, best_partial = absorb_batch(result, b, consensus, best_partial)
+        if finished:
             return result
-        index = verdict.index_of_finding_from_junior_auditor
-        if best_partial is None:
-            result.explanation = verdict.explanation
-        if consensus.label == MATCH:
-            result.outcome = MATCH
-            result.scan_index = index
-            result.explanation = verdict.explanation
-            return result
-        if consensus.label == PARTIAL and best_partial is None:
-            best_partial = (index, verdict.explanation)
-    if best_partial is not None:
-        result.outcome = PARTIAL
-        result.scan_index, result.explanation = best_partial
+    settle_partial(result, best_partial)
     return result
 
 

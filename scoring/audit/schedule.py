@@ -43,19 +43,19 @@ from scoring.audit.matching import (
     AuditJudge,
     OnOutcome,
     RepoMatch,
+    absorb_batch,
     finish_repo,
     judge_batch,
     match_repo,
+    settle_partial,
 )
 from scoring.audit.types import (
     JUDGE_FAILED,
     MATCH,
     NONE,
-    PARTIAL,
     ScanItem,
     TruthItem,
     TruthOutcome,
-    VoteLog,
 )
 from scoring.judges.consensus import ConsensusResult
 from scoring.judges.limits import CALL_PRIORITY
@@ -189,46 +189,16 @@ class _Progress:
 
     def absorb(self, consensus: ConsensusResult[Any]) -> None:
         """The consensus on ``self.batch``: exactly :func:`match_truth`'s step."""
-        b = self.judged = self.judged + 1
-        result = self.outcome
-        for vote in consensus.votes:
-            v = vote.verdict
-            result.votes.append(
-                VoteLog(
-                    batch=b,
-                    number=vote.number,
-                    label=vote.label,
-                    index=v.index_of_finding_from_junior_auditor if v else None,
-                    explanation=v.explanation if v else "",
-                    error=vote.error,
-                )
-            )
-        verdict = consensus.verdict
-        if verdict is None:
-            result.outcome = JUDGE_FAILED
-            result.scan_index = None
-            result.explanation = f"Batch {b}: {consensus.reason}"
-            result.notes.append(f"batch {b} failed: {consensus.reason}")
-            self.finished = True
-            return
-        index = verdict.index_of_finding_from_junior_auditor
-        if self.best_partial is None:
-            result.explanation = verdict.explanation
-        if consensus.label == MATCH:
-            result.outcome = MATCH
-            result.scan_index = index
-            result.explanation = verdict.explanation
-            self.finished = True
-            return
-        if consensus.label == PARTIAL and self.best_partial is None:
-            self.best_partial = (index, verdict.explanation)
-        self.covered.update(s.index for s in self.batch)
+        self.judged += 1
+        self.finished, self.best_partial = absorb_batch(
+            self.outcome, self.judged, consensus, self.best_partial
+        )
+        if not self.finished:
+            self.covered.update(s.index for s in self.batch)
 
     def exhausted(self) -> None:
         """No batch left: the first partial, if any, is the outcome."""
-        if self.best_partial is not None:
-            self.outcome.outcome = PARTIAL
-            self.outcome.scan_index, self.outcome.explanation = self.best_partial
+        settle_partial(self.outcome, self.best_partial)
         self.finished = True
 
 

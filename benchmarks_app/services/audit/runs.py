@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
 from django.db import transaction
 
 from benchmarks_app.models import (
@@ -41,6 +39,7 @@ from benchmarks_app.selectors.audit_boards import (
     release_repo_ids,
 )
 from benchmarks_app.services.audit.boards import audit_board_refresh
+from benchmarks_app.services.entry_metadata import method_metadata_check
 from benchmarks_app.services.runs import run_create
 from scoring.audit.judges import ReplayAuditJudge, parse_judge_spec
 
@@ -54,43 +53,20 @@ def _setting(name: str, default: Any) -> Any:
     return getattr(settings, name, default)
 
 
-METHOD_LIMITS = {"method_name": 100, "method_description": 500, "method_url": 500}
-
-
 def entry_metadata(
     *, method_name: Any = "", method_description: Any = "", method_url: Any = ""
 ) -> dict[str, str]:
-    """The method an entry carries, checked: texts within their lengths, an http(s) link.
+    """The method an entry carries, checked (see ``services.entry_metadata``).
 
     Raises :class:`AuditRunError` naming the field.
     """
-    values = {
-        "method_name": method_name,
-        "method_description": method_description,
-        "method_url": method_url,
-    }
-    out: dict[str, str] = {}
-    for field, value in values.items():
-        if value is None:
-            value = ""
-        if not isinstance(value, str):
-            raise AuditRunError(f"{field}: expected text")
-        value = value.strip()
-        if "\x00" in value:
-            raise AuditRunError(f"{field}: holds a NUL character (\\u0000)")
-        if len(value) > METHOD_LIMITS[field]:
-            raise AuditRunError(
-                f"{field}: at most {METHOD_LIMITS[field]} characters, got {len(value)}"
-            )
-        out[field] = value
-    if out["method_url"]:
-        try:
-            URLValidator(schemes=["http", "https"])(out["method_url"])
-        except ValidationError:
-            raise AuditRunError(
-                "method_url: not a valid http(s) link, e.g. https://example.org/paper"
-            ) from None
-    return out
+    values, problems = method_metadata_check(
+        method_name=method_name, method_description=method_description, method_url=method_url
+    )
+    if problems:
+        field, problem = next(iter(problems.items()))  # "field: problem", one at a time
+        raise AuditRunError(f"{field}: {problem}")
+    return values
 
 
 @transaction.atomic

@@ -10,10 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.core.validators import URLValidator
 from django.db import transaction
 
 from benchmarks_app.models import (
@@ -43,14 +41,11 @@ from benchmarks_app.services.checklist.papers import (
     checklist_extract_upload,
     questions_by_number,
 )
+from benchmarks_app.services.entry_metadata import METHOD_LABELS, method_metadata_check
 from benchmarks_app.services.runs import run_create
 from scoring.checklist.extract import ExtractedPaper
 
 JUDGES = ("offline", "openai", "recorded")
-
-METHOD_NAME_MAX = 100
-METHOD_DESCRIPTION_MAX = 500
-METHOD_URL_MAX = 500
 
 
 class PhaseNotOpen(NotAllowed):
@@ -61,31 +56,13 @@ class PhaseNotOpen(NotAllowed):
 
 def method_metadata(*, name: str = "", description: str = "", url: str = "") -> dict[str, str]:
     """The entry's method name, description and link, checked; raises naming the field."""
-    name, description, url = name.strip(), description.strip(), url.strip()
-    if len(name) > METHOD_NAME_MAX:
-        raise ChecklistSubmissionError(
-            f"The method name is {len(name)} characters long; at most {METHOD_NAME_MAX}.",
-            field="method_name",
-        )
-    if len(description) > METHOD_DESCRIPTION_MAX:
-        raise ChecklistSubmissionError(
-            f"The method description is {len(description)} characters long; at most "
-            f"{METHOD_DESCRIPTION_MAX}.",
-            field="method_description",
-        )
-    if len(url) > METHOD_URL_MAX:
-        raise ChecklistSubmissionError(
-            f"The method link is longer than {METHOD_URL_MAX} characters.", field="method_url"
-        )
-    if url:
-        try:
-            URLValidator(schemes=["http", "https"])(url)
-        except ValidationError as exc:
-            raise ChecklistSubmissionError(
-                "The method link is not a valid http(s) URL (e.g. https://example.org/paper).",
-                field="method_url",
-            ) from exc
-    return {"method_name": name, "method_description": description, "method_url": url}
+    values, problems = method_metadata_check(
+        method_name=name, method_description=description, method_url=url
+    )
+    if problems:
+        field, problem = next(iter(problems.items()))  # the form names one field at a time
+        raise ChecklistSubmissionError(f"{METHOD_LABELS[field]}: {problem}.", field=field)
+    return values
 
 
 def submission_phase(challenge: Any) -> Phase | None:

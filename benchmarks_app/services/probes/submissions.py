@@ -10,9 +10,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.files.uploadedfile import UploadedFile
-from django.core.validators import URLValidator
 from django.db import transaction
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
@@ -27,6 +25,7 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.selectors.phases import PhaseClosed, phase_limits, phase_open_for
+from benchmarks_app.services.entry_metadata import method_metadata_check
 from benchmarks_app.services.probes.boards import probe_board_refresh_for_submission
 from benchmarks_app.services.probes.ownership import (
     ProbeOwnershipError,
@@ -62,32 +61,16 @@ class ProbeSubmissionRefused(ProbeFormatError):
         super().__init__(source, [f"field '{field}': {message}"])
 
 
-METHOD_LIMITS = {"method_name": 100, "method_description": 500, "method_url": 500}
-
-
 def method_metadata(
     *, method_name: str = "", method_description: str = "", method_url: str = "", source: str
 ) -> dict[str, str]:
     """The entry's method name, description and link, trimmed and checked; a
     :class:`ProbeFormatError` naming each bad field."""
-    values = {
-        "method_name": " ".join((method_name or "").split()),
-        "method_description": (method_description or "").strip(),
-        "method_url": (method_url or "").strip(),
-    }
-    errors = [
-        f"field '{name}': at most {limit} characters (got {len(values[name])})"
-        for name, limit in METHOD_LIMITS.items()
-        if len(values[name]) > limit
-    ]
-    url = values["method_url"]
-    if url and len(url) <= METHOD_LIMITS["method_url"]:
-        try:
-            URLValidator(schemes=["http", "https"])(url)
-        except DjangoValidationError:
-            errors.append(f"field 'method_url': not an http(s) link: {url[:80]!r}")
-    if errors:
-        raise ProbeFormatError(source, errors)
+    values, problems = method_metadata_check(
+        method_name=method_name, method_description=method_description, method_url=method_url
+    )
+    if problems:
+        raise ProbeFormatError(source, [f"field '{f}': {p}" for f, p in problems.items()])
     return values
 
 
