@@ -1,4 +1,4 @@
-"""Timing GET requests through Django's test client: what the board benches share.
+"""What the board benches share: seeding succeeded runs, timing GET requests.
 
 The leading underscore keeps this module out of ``run_benchmarks`` (it is not a benchmark).
 """
@@ -58,3 +58,25 @@ def time_gets(
         "n": len(latencies),
         "first": first,
     }
+
+
+def succeeded_runs(benchmark: str, **targets: Sequence[Any]) -> list[Any]:
+    """One succeeded, complete run per object of the one target given (bulk-created), e.g.
+    ``succeeded_runs(Benchmark.PROBES, probe_submission=submissions)``."""
+    from benchmarks_app.models import EvaluationRun, RunStatus
+
+    ((field, objs),) = targets.items()
+    return EvaluationRun.objects.bulk_create(
+        (
+            EvaluationRun(
+                benchmark=benchmark,
+                status=RunStatus.SUCCEEDED,
+                is_complete=True,
+                progress_done=1,
+                progress_total=1,
+                **{field: obj},
+            )
+            for obj in objs
+        ),
+        batch_size=2000,
+    )

@@ -26,6 +26,8 @@ from django.db import connection
 from django.test.utils import override_settings
 from django.urls import NoReverseMatch, reverse
 
+from benchmarks_app.bench._timing import succeeded_runs
+
 ENTRIES = 1_000
 REQUESTS = 150  # per endpoint, after warm-up
 WARMUP = 5
@@ -107,22 +109,6 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
 
     rng = random.Random(7 + start)
     numbers = range(start, start + entries)
-    runs = EvaluationRun.objects
-
-    def new_runs(benchmark: str, **targets: list[Any]) -> list[EvaluationRun]:
-        ((field, objs),) = targets.items()
-        return runs.bulk_create(
-            EvaluationRun(
-                benchmark=benchmark,
-                status=RunStatus.SUCCEEDED,
-                is_complete=True,
-                progress_done=1,
-                progress_total=1,
-                **{field: obj},
-            )
-            for obj in objs
-        )
-
     # Audit: one scanner per entry, each scored on one repo, the whole of a one-repo dataset
     # release (its board is rewritten below, as when runs end).
     repo, _ = Repo.objects.get_or_create(project_id="bench_repo_2025_01", name="Bench repo")
@@ -132,7 +118,7 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
         dataset.repos.add(repo)
         release = audit_release_publish(release=audit_release_create(dataset=dataset))
     scanners = Scanner.objects.bulk_create(Scanner(name=f"scanner-{i:04d}") for i in numbers)
-    audit_runs = runs.bulk_create(
+    audit_runs = EvaluationRun.objects.bulk_create(
         EvaluationRun(
             benchmark=Benchmark.AUDIT,
             status=RunStatus.SUCCEEDED,
@@ -177,7 +163,7 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
     submissions = ResponseSubmission.objects.bulk_create(
         ResponseSubmission(suite=suite, model_name=f"model-{i:04d}") for i in numbers
     )
-    probe_runs = new_runs(Benchmark.PROBES, probe_submission=submissions)
+    probe_runs = succeeded_runs(Benchmark.PROBES, probe_submission=submissions)
     ProbeRunReport.objects.bulk_create(
         ProbeRunReport(
             run=run,
@@ -206,7 +192,7 @@ def seed_leaderboards(entries: int, start: int = 0) -> None:
         )
         for team in teams
     )
-    checklist_runs = new_runs(Benchmark.CHECKLIST, checklist_submission=checklist_subs)
+    checklist_runs = succeeded_runs(Benchmark.CHECKLIST, checklist_submission=checklist_subs)
     scores = []
     for run, sub in zip(checklist_runs, checklist_subs, strict=True):
         c_g, c_a, c_t = rng.random(), rng.random(), rng.random()

@@ -22,7 +22,7 @@ from django.db import connection
 from django.test.utils import override_settings
 from django.urls import reverse
 
-from benchmarks_app.bench._timing import time_gets
+from benchmarks_app.bench._timing import succeeded_runs, time_gets
 from benchmarks_app.bench.api import _scratch_database
 
 SIZES = (1_000, 10_000)
@@ -43,8 +43,6 @@ def seed(entries: int) -> float:
         Challenge,
         ChecklistScore,
         ChecklistSubmission,
-        EvaluationRun,
-        RunStatus,
         SubmissionKind,
         SubmissionStatus,
         Team,
@@ -73,20 +71,7 @@ def seed(entries: int) -> float:
         ),
         batch_size=2000,
     )
-    runs = EvaluationRun.objects.bulk_create(
-        (
-            EvaluationRun(
-                benchmark=Benchmark.CHECKLIST,
-                status=RunStatus.SUCCEEDED,
-                is_complete=True,
-                progress_done=1,
-                progress_total=1,
-                checklist_submission=sub,
-            )
-            for sub in submissions
-        ),
-        batch_size=2000,
-    )
+    runs = succeeded_runs(Benchmark.CHECKLIST, checklist_submission=submissions)
     scores = []
     for run, sub in zip(runs, submissions, strict=True):
         c_g, c_a, c_t = rng.random(), rng.random(), rng.random()

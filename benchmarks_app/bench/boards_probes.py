@@ -20,7 +20,7 @@ from django.db import connection
 from django.test.utils import override_settings
 from django.urls import reverse
 
-from benchmarks_app.bench._timing import time_gets
+from benchmarks_app.bench._timing import succeeded_runs, time_gets
 from benchmarks_app.bench.api import _scratch_database
 
 SIZES = (1_000, 10_000)
@@ -38,11 +38,9 @@ def seed(entries: int) -> Any:
     rows written once. Returns the suite."""
     from benchmarks_app.models import (
         Benchmark,
-        EvaluationRun,
         ProbeRunReport,
         ProbeSuite,
         ResponseSubmission,
-        RunStatus,
     )
     from benchmarks_app.services.probes.boards import probe_board_refresh
 
@@ -55,20 +53,7 @@ def seed(entries: int) -> Any:
         ),
         batch_size=2000,
     )
-    runs = EvaluationRun.objects.bulk_create(
-        (
-            EvaluationRun(
-                benchmark=Benchmark.PROBES,
-                status=RunStatus.SUCCEEDED,
-                is_complete=True,
-                progress_done=1,
-                progress_total=1,
-                probe_submission=sub,
-            )
-            for sub in submissions
-        ),
-        batch_size=2000,
-    )
+    runs = succeeded_runs(Benchmark.PROBES, probe_submission=submissions)
     reports = []
     for i, (run, sub) in enumerate(zip(runs, submissions, strict=True)):
         value = None if i % 10 == 3 else rng.random()
