@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from benchmarks_app.models import Benchmark, Challenge, DatasetRelease, Phase, ProbeSuite
 from benchmarks_app.selectors.phases import PhaseTarget
@@ -24,8 +24,7 @@ def phase_boards_refresh(*, phase: Phase) -> None:
     """Rewrite the boards that show ``phase``'s entries after its visibility or dates change."""
     dotted = PHASE_BOARD_REFRESH.get(phase.benchmark)
     if dotted is not None:
-        module, name = dotted.rsplit(".", 1)
-        getattr(importlib.import_module(module), name)(phase=phase)
+        import_string(dotted)(phase=phase)
 
 
 def _benchmark_of(target: PhaseTarget) -> str:

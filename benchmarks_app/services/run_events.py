@@ -8,16 +8,10 @@ back end sends nothing.
 
 from __future__ import annotations
 
-import importlib
-import logging
-from collections.abc import Callable
-from typing import Any
-
 from django.db import transaction
+from django.utils.module_loading import import_string
 
 from benchmarks_app.models import Benchmark, EvaluationRun
-
-logger = logging.getLogger(__name__)
 
 # Audit boards are refreshed by ``audit_run_finish`` itself (one refresh per run, after the
 # last repo); the other two benchmarks' boards are refreshed here.
@@ -28,16 +22,10 @@ BOARD_REFRESH: dict[str, str] = {
 NOTIFY = "benchmarks_app.services.notifications.run_end_notify"
 
 
-def _function(dotted: str) -> Callable[..., Any]:
-    module, name = dotted.rsplit(".", 1)
-    function: Callable[..., Any] = getattr(importlib.import_module(module), name)
-    return function
-
-
 def run_ended(*, run: EvaluationRun) -> None:
     """Refresh ``run``'s board now; notify its creator's channels once the end commits."""
     dotted = BOARD_REFRESH.get(run.benchmark)
     if dotted is not None:
-        _function(dotted)(run=run)
+        import_string(dotted)(run=run)
     run_id = run.pk
-    transaction.on_commit(lambda: _function(NOTIFY)(run_id=run_id))
+    transaction.on_commit(lambda: import_string(NOTIFY)(run_id=run_id))
