@@ -219,7 +219,8 @@ class RepoSection:
     @property
     def percent(self) -> dict[str, str]:
         """Ratios as percentages; "—" for a repo with unjudged truth findings."""
-        return {k: pct(self.metrics[k]) for k in RATIO_KEYS} if self.metrics else {}
+        shown = as_shown(self.metrics) if self.metrics else {}
+        return {k: pct(shown.get(k)) for k in RATIO_KEYS} if shown else {}
 
     @property
     def judged_text(self) -> str:
@@ -227,7 +228,7 @@ class RepoSection:
         if not self.metrics or is_row_complete(self.metrics):
             return ""
         return (
-            f"incomplete: {judged(self.metrics)} of {self.metrics['truth']} truth findings judged"
+            f"incomplete: {judged(self.metrics)} of {self.metrics.get('truth', 0)} truth findings judged"
         )
 
 

@@ -119,7 +119,22 @@ def repo_metrics(
 
 def as_shown(metrics: dict[str, Any]) -> dict[str, Any]:
     """A stored metrics row as it may be shown: rows of incomplete repos stored before their
-    ratios were withheld get ``None`` ratios and ``fp`` here too."""
+    ratios were withheld get ``None`` ratios and ``fp`` here too.
+
+    Stored rows outlive the code that wrote them (an older format, a row seeded by hand), so a
+    row missing any key is completed from its counts rather than trusted to have them all.
+    """
+    if any(key not in metrics for key in REPORT_KEYS):
+        counts: dict[str, Any] = {"repo": metrics.get("repo", "?")}
+        for key in (*COUNT_KEYS, "judge_failed", "not_judged"):
+            counts[key] = int(metrics.get(key) or 0)
+        if "fp" not in metrics:
+            counts["fp"] = max(counts["scan"] - counts["tp"] - counts["partial"], 0)
+        metrics = {
+            **with_ratios(counts),
+            "truth_severity_counts": metrics.get("truth_severity_counts") or {},
+            "scan_severity_counts": metrics.get("scan_severity_counts") or {},
+        }
     if is_row_complete(metrics):
         return metrics
     return {**metrics, "fp": None, **dict.fromkeys(RATIO_KEYS)}
