@@ -20,7 +20,8 @@ ALLOWED_HOSTS = envparse.env_list(ENV, "ALLOWED_HOSTS", ["127.0.0.1", "localhost
 CSRF_TRUSTED_ORIGINS = envparse.env_list(ENV, "CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # Django's admin with the index grouped by benchmark (benchmarks_app.apps).
+    "benchmarks_app.apps.GroupedAdminConfig",
     "django.contrib.auth",
     "axes",
     "django.contrib.contenttypes",

@@ -16,7 +16,7 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
 from benchmarks_app.models.audit import AuditDataset, DatasetRelease
-from benchmarks_app.selectors.audit_boards import release_judges
+from benchmarks_app.selectors.audit_boards import official_judge, release_judges
 from benchmarks_app.services.audit import (
     DatasetError,
     audit_release_create,
@@ -49,7 +49,7 @@ class AuditDatasetForm(forms.ModelForm):
 @admin.register(AuditDataset)
 class AuditDatasetAdmin(admin.ModelAdmin):
     form = AuditDatasetForm
-    list_display = ("slug", "name", "official_release", "official_judge", "repo_count")
+    list_display = ("slug", "name", "official_release", "official_judge_shown", "repo_count")
     search_fields = ("slug", "name")
     filter_horizontal = ("repos",)
     actions = ["create_release"]
@@ -61,6 +61,15 @@ class AuditDatasetAdmin(admin.ModelAdmin):
             .select_related("official_release")
             .annotate(_repos=Count("repos", distinct=True))
         )
+
+    # The judge the board shows first, as the board says it: a blank field means the default.
+    @admin.display(description="Official judge", ordering="official_judge")
+    def official_judge_shown(self, obj: AuditDataset) -> str:
+        if obj.official_judge:
+            return obj.official_judge
+        release = obj.official_release
+        judges = release_judges(release) if release is not None else []
+        return f"{official_judge(obj, judges)} (the default)"
 
     @admin.display(description="Repos", ordering="_repos")
     def repo_count(self, obj: AuditDataset) -> int:

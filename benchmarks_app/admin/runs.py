@@ -198,6 +198,8 @@ NOT_STORED_PROMPT = (
     "Not stored: recorded before the ledger kept prompts, or asked of a judge that sends none "
     "(offline, replay). The prompt's hash (above) is also the key of its cached verdict."
 )
+# Judges that compute their verdict locally: there is never a server response to keep.
+LOCAL_JUDGES = frozenset({"offline", "replay"})
 NOT_STORED_RESPONSE = (
     "Not stored: recorded before the ledger kept raw responses. For an answered call the "
     "parsed verdict below is what the judge answered."
@@ -310,6 +312,11 @@ class JudgeCallAdmin(ReadOnlyAdmin):
             return "None: no answer came back."
         if obj.prompt_key:
             return "Empty: the server returned no text."
+        if obj.judge.split(":", 1)[0] in LOCAL_JUDGES:
+            return (
+                f"None: the {obj.judge.split(':', 1)[0]} judge answers in this process and asks "
+                "no server; the parsed verdict below is its answer."
+            )
         return NOT_STORED_RESPONSE
 
     @admin.display(description="Parsed verdict")

@@ -271,6 +271,10 @@ class AuditTruthResult(AppendOnlyModel):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"Run #{self.run_id}: truth finding #{self.truth_finding_id} {self.outcome}"
+
+
 
 class AuditRepoResult(AppendOnlyModel):
     """Metrics of one repo in one run, computed once the repo is finished."""
@@ -305,6 +309,10 @@ class AuditRepoResult(AppendOnlyModel):
                 name="uniq_audit_repo_result_per_run",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"Run #{self.run_id}: repo #{self.repo_id}"
+
 
 
 class AuditRunScan(AppendOnlyModel):

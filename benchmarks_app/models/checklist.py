@@ -298,6 +298,10 @@ class ChecklistAssessment(AppendOnlyModel):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"Run #{self.run_id}: answer #{self.answer_id} {self.status}"
+
+
 
 class ChecklistScore(AppendOnlyModel):
     run = models.OneToOneField(
@@ -317,3 +321,7 @@ class ChecklistScore(AppendOnlyModel):
 
     class Meta:
         ordering = ["-s"]
+
+    def __str__(self) -> str:
+        return f"Score of run #{self.run_id} (S = {self.s:.3f})"
+

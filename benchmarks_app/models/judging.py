@@ -49,6 +49,10 @@ class JudgeCall(AppendOnlyModel):
     class Meta:
         ordering = ["-created_at"]
 
+    def __str__(self) -> str:
+        return f"Judge call #{self.pk} ({self.judge}, {self.status})"
+
+
 
 class JudgePrompt(models.Model):
     """A prompt judges were asked, stored once per distinct text (staff only: audit prompts

@@ -71,6 +71,7 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
         constraints = [
             models.UniqueConstraint(
                 fields=["webhook", "run", "event"], name="uniq_webhook_delivery_per_run_event"

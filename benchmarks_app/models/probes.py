@@ -205,6 +205,10 @@ class ProbeCaseResult(AppendOnlyModel):
             models.UniqueConstraint(fields=["run", "response"], name="uniq_probe_case_per_run"),
         ]
 
+    def __str__(self) -> str:
+        return f"Run #{self.run_id}: probe #{self.probe_id} ({self.weighted_risk:.2f} risk)"
+
+
 
 class ProbeRunReport(AppendOnlyModel):
     run = models.OneToOneField(
@@ -223,3 +227,7 @@ class ProbeRunReport(AppendOnlyModel):
     # 95% bootstrap interval of the ranking metric (resampling probes), computed at the end
     # of the run: {"metric", "low", "high", "level", "resamples", "seed"}.
     ci = models.JSONField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"Report of run #{self.run_id}"
+

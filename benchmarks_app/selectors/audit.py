@@ -228,7 +228,8 @@ class RepoSection:
         if not self.metrics or is_row_complete(self.metrics):
             return ""
         return (
-            f"incomplete: {judged(self.metrics)} of {self.metrics.get('truth', 0)} truth findings judged"
+            f"incomplete: {judged(self.metrics)} of {self.metrics.get('truth', 0)} "
+            "truth findings judged"
         )
 
 

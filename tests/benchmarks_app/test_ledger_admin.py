@@ -83,3 +83,16 @@ def test_participants_do_not_see_the_ledger(client: Any, ledger: dict[str, Any])
     client.force_login(UserFactory.create())
     response = client.get(reverse(CHANGELIST))
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_an_offline_call_says_it_asks_no_server(client: Any) -> None:
+    run = RunFactory.create()
+    call = JudgeCall.objects.create(
+        run=run, judge="offline", prompt_hash="a" * 64, status="ok", prompt_key=""
+    )
+    client.force_login(StaffFactory.create(is_superuser=True))
+    page = client.get(reverse("admin:benchmarks_app_judgecall_change", args=[call.pk]))
+    body = page.content.decode()
+    assert "asks no server" in body
+    assert "recorded before the ledger kept raw responses" not in body
+    assert f"Judge call #{call.pk} (offline, ok)" in body
