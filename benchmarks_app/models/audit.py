@@ -275,7 +275,6 @@ class AuditTruthResult(AppendOnlyModel):
         return f"Run #{self.run_id}: truth finding #{self.truth_finding_id} {self.outcome}"
 
 
-
 class AuditRepoResult(AppendOnlyModel):
     """Metrics of one repo in one run, computed once the repo is finished."""
 
@@ -312,7 +311,6 @@ class AuditRepoResult(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"Run #{self.run_id}: repo #{self.repo_id}"
-
 
 
 class AuditRunScan(AppendOnlyModel):

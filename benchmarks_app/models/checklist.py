@@ -302,7 +302,6 @@ class ChecklistAssessment(AppendOnlyModel):
         return f"Run #{self.run_id}: answer #{self.answer_id} {self.status}"
 
 
-
 class ChecklistScore(AppendOnlyModel):
     run = models.OneToOneField(
         "benchmarks_app.EvaluationRun", on_delete=models.CASCADE, related_name="checklist_score"
@@ -324,4 +323,3 @@ class ChecklistScore(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"Score of run #{self.run_id} (S = {self.s:.3f})"
-

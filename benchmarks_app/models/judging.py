@@ -53,7 +53,6 @@ class JudgeCall(AppendOnlyModel):
         return f"Judge call #{self.pk} ({self.judge}, {self.status})"
 
 
-
 class JudgePrompt(models.Model):
     """A prompt judges were asked, stored once per distinct text (staff only: audit prompts
     hold the hidden ground truth, checklist prompts a whole paper)."""

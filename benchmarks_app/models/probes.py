@@ -209,7 +209,6 @@ class ProbeCaseResult(AppendOnlyModel):
         return f"Run #{self.run_id}: probe #{self.probe_id} ({self.weighted_risk:.2f} risk)"
 
 
-
 class ProbeRunReport(AppendOnlyModel):
     run = models.OneToOneField(
         "benchmarks_app.EvaluationRun", on_delete=models.CASCADE, related_name="probe_report"
@@ -230,4 +229,3 @@ class ProbeRunReport(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"Report of run #{self.run_id}"
-
