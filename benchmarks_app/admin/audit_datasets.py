@@ -18,8 +18,10 @@ from django.http import HttpRequest
 from benchmarks_app.models.audit import AuditDataset, DatasetRelease
 from benchmarks_app.selectors.audit_boards import official_judge, release_judges
 from benchmarks_app.services.audit import (
+    AuditRunError,
     DatasetError,
     audit_release_create,
+    audit_release_evaluate_entries,
     audit_release_make_official,
     audit_release_publish,
 )
@@ -112,7 +114,7 @@ class DatasetReleaseAdmin(admin.ModelAdmin):
         "repo_list",
     )
     fields = (*readonly_fields, "notes")
-    actions = ["publish", "make_official"]
+    actions = ["publish", "make_official", "evaluate_entries"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Releases are snapshots made by the dataset's "Create a release" action.
@@ -161,4 +163,19 @@ class DatasetReleaseAdmin(admin.ModelAdmin):
             except DatasetError as exc:
                 self.message_user(request, str(exc), messages.ERROR)
             else:
-                self.message_user(request, f"{release} is official now.", messages.SUCCESS)
+                self.message_user(
+                    request,
+                    f"{release} is official now. Its board fills as its entries are "
+                    "evaluated: use 'Evaluate the current entries' to queue them.",
+                    messages.SUCCESS,
+                )
+
+    @admin.action(description="Evaluate the current entries (with the official judge)")
+    def evaluate_entries(self, request: HttpRequest, queryset: QuerySet[DatasetRelease]) -> None:
+        for release in queryset:
+            try:
+                outcome = audit_release_evaluate_entries(release=release, created_by=request.user)
+            except AuditRunError as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+            else:
+                self.message_user(request, outcome.summary(), messages.SUCCESS)

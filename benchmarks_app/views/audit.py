@@ -35,6 +35,7 @@ from benchmarks_app.selectors.audit_boards import (
     board_row_queryset,
     resolve_board,
 )
+from benchmarks_app.selectors.audit_progress import board_runs_in_progress
 from benchmarks_app.selectors.board_ordering import JsonNumber
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_repos
@@ -216,6 +217,7 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
     if (download := others.download()) is not None:
         return download
     title = f"Audit findings: {board.release}, judge {board.judge}" if board else "Audit findings"
+    in_progress = board_runs_in_progress(release=board.release, judge=board.judge) if board else []
     return render(
         request,
         "audit/leaderboard.html",
@@ -223,6 +225,7 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
             "title": title,
             "board": board,
             "restricted": board_is_restricted(board, request.user),
+            "in_progress": in_progress,
             "filters": board_chips(board) if board is not None else [],
             "intro": "Each scanner on each repo's latest complete evaluation with this "
             "release's frozen truth and this judge; counts are summed over repos before "
@@ -272,6 +275,7 @@ def scanner(request: HttpRequest, name: str) -> HttpResponseBase:
         return download
     runs = report["run"] if isinstance(report["run"], list) else [report["run"]]
     found = Scanner.objects.filter(name=name).first()
+    in_progress = board_runs_in_progress(scanner=found) if found is not None else []
     user = request.user
     return render(
         request,
@@ -284,6 +288,7 @@ def scanner(request: HttpRequest, name: str) -> HttpResponseBase:
             "report": report,
             "table": table,
             "runs": [r for r in runs if r],
+            "in_progress": in_progress,
             "download_query": request.GET.urlencode(),
         },
     )

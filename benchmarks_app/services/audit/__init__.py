@@ -32,6 +32,10 @@ from benchmarks_app.services.audit.importing import (
     audit_scan_result_make_current,
 )
 from benchmarks_app.services.audit.processing import audit_process_run
+from benchmarks_app.services.audit.reevaluation import (
+    ReleaseEvaluation,
+    audit_release_evaluate_entries,
+)
 from benchmarks_app.services.audit.runs import (
     AuditRunError,
     audit_run_choose,
@@ -54,6 +58,7 @@ __all__ = [
     "AuditUnchanged",
     "DatasetError",
     "ImportReport",
+    "ReleaseEvaluation",
     "TruthConflict",
     "audit_board_refresh",
     "audit_board_refresh_for_run",
@@ -69,6 +74,7 @@ __all__ = [
     "audit_import_uploads",
     "audit_process_run",
     "audit_release_create",
+    "audit_release_evaluate_entries",
     "audit_release_make_official",
     "audit_release_publish",
     "audit_run_choose",
