@@ -70,6 +70,13 @@ def interval_text(low: float | None, high: float | None) -> str | None:
     return f"{format_fixed(low, 3)}\u2013{format_fixed(high, 3)}"
 
 
+def percent_interval_text(low: float | None, high: float | None, digits: int = 1) -> str | None:
+    """An interval of fractions shown as percentages, like the metric beside it."""
+    if low is None or high is None:
+        return None
+    return f"{format_fixed(100 * low, digits)}\u2013{format_percent(high, digits)}"
+
+
 def rank_range_text(low: int | None, high: int | None) -> str | None:
     """A rank range as shown on the boards: ``3`` when it is one rank, else ``2`` en dash ``5``."""
     if low is None or high is None:

@@ -4,6 +4,7 @@ per-repo results, and the forms that submit a scanner's results (one repo, or a 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from django import forms
@@ -19,6 +20,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
+from benchmarks_app.formatting import percent_interval_text
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus, Scanner
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.selectors.audit import (
@@ -102,33 +104,21 @@ LEADERBOARD_COLUMNS = [
     ),
 ]
 
-# Rank, scanner and the ranking metric come first, so that on a phone they stay in view
-# while the other columns scroll (site.css, ``table.board``).
+# What a reader needs to compare entries comes first and alone by default (rank, scanner, the
+# ranking metric with its interval, the rank range): a board of 22 columns pushed those off a
+# laptop's screen. The counts and the other ratios wait behind "Show all columns". Rank,
+# scanner and F1+ stay in view on a phone while the others scroll (site.css, ``table.board``).
+_DETAIL_KEYS = frozenset(c.key for c in LEADERBOARD_COLUMNS) - {"scanner", "f1_with_partial"}
 BOARD_COLUMNS = [
     LEADERBOARD_COLUMNS[0],
     next(c for c in LEADERBOARD_COLUMNS if c.key == "f1_with_partial"),
     Column(
-        "baseline",
-        "",
-        value=lambda row: "baseline" if row.get("is_baseline") else "",
+        "ci",
+        "95% CI",
         sortable=False,
-        title="A reference scanner of the maintainers (ranked like any other)",
+        value=lambda row: percent_interval_text(row.get("ci_low"), row.get("ci_high")),
+        title="95% bootstrap interval of F1+ (the release's truth findings resampled)",
     ),
-    Column(
-        "method_name",
-        "Method",
-        link=_method_link,
-        title="The method behind the entry, as its owner describes it (linked where given)",
-    ),
-    *(c for c in LEADERBOARD_COLUMNS[1:] if c.key != "f1_with_partial"),
-    Column(
-        "ci_low",
-        "F1+ low",
-        kind="pct",
-        digits=3,
-        title="Lower end of the 95% bootstrap interval of F1+ (truth findings resampled)",
-    ),
-    Column("ci_high", "F1+ high", kind="pct", digits=3, title="Upper end of that interval"),
     Column(
         "rank_range",
         "Rank range",
@@ -142,11 +132,42 @@ BOARD_COLUMNS = [
         sortable=False,
         title="≈: its interval overlaps the row above (statistically tied with it)",
     ),
+    Column(
+        "baseline",
+        "Baseline",
+        value=lambda row: "baseline" if row.get("is_baseline") else "",
+        sortable=False,
+        title="A reference scanner of the maintainers (ranked like any other)",
+    ),
+    Column(
+        "method_name",
+        "Method",
+        link=_method_link,
+        title="The method behind the entry, as its owner describes it (linked where given)",
+        detail=True,
+    ),
+    *(replace(c, detail=True) for c in LEADERBOARD_COLUMNS[1:] if c.key in _DETAIL_KEYS),
+    Column(
+        "ci_low",
+        "F1+ low",
+        kind="pct",
+        digits=3,
+        title="Lower end of the 95% bootstrap interval of F1+ (truth findings resampled)",
+        detail=True,
+    ),
+    Column(
+        "ci_high",
+        "F1+ high",
+        kind="pct",
+        digits=3,
+        title="Upper end of that interval",
+        detail=True,
+    ),
 ]
 INCOMPLETE_COLUMNS = [
     BOARD_COLUMNS[0],
     Column("coverage", "Coverage", sortable=False, title="Repos evaluated / repos in release"),
-    *(c for c in BOARD_COLUMNS[1:] if c.key not in ("repos", "rank_range", "tied")),
+    *(c for c in BOARD_COLUMNS[1:] if c.key not in ("repos", "rank_range", "tied", "ci")),
 ]
 
 REPORT_COLUMNS = [

@@ -39,27 +39,32 @@ def _link(name: str, key: str) -> Any:
     return link
 
 
+def _pick(columns: Sequence[Column], *keys: str) -> list[Column]:
+    """The board page's own columns, so that a metric reads the same on both pages."""
+    by_key = {c.key: c for c in columns}
+    return [by_key[key] for key in keys]
+
+
 # Columns of each leaderboard on the home page (the full pages show more).
 HOME_COLUMNS: dict[str, list[Column]] = {
     Benchmark.AUDIT: [
         Column("scanner", "Scanner", link=_link("audit:scanner", "scanner")),
-        Column("repos", "Repos", kind="int"),
-        Column("recall", "Recall", kind="pct", title="Share of true findings found"),
-        Column("precision", "Precision", kind="pct", title="Share of reported findings true"),
-        Column("f1", "F1", kind="float"),
-        Column("f1_with_partial", "F1 (partial)", kind="float", title="Partial matches count"),
+        *_pick(audit.LEADERBOARD_COLUMNS, "repos", "f1_with_partial", "precision", "recall"),
     ],
     Benchmark.PROBES: [
         Column("model", "Model", link=_link("probes:submission", "submission_id")),
         Column("suite", "Suite"),
-        Column("resilience_index", "Resilience", kind="float"),
-        Column("pass_rate", "Pass rate", kind="pct"),
-        Column("high_stakes_failure_rate", "High-stakes failures", kind="pct"),
-        Column("evaluated", "Probes", kind="int"),
+        *_pick(
+            probes.LEADERBOARD_COLUMNS,
+            "resilience_index",
+            "pass_rate",
+            "high_stakes_failure_rate",
+            "evaluated",
+        ),
     ],
     Benchmark.CHECKLIST: [
         Column("team", "Team"),
-        Column("s", "S", kind="float", title="Overall score"),
+        Column("s", "S", kind="float", title="Overall score: C_G · C_A · (1 - R) · C_T"),
         Column("c_g", "C_G", kind="float", title="Correctness on genuine papers"),
         Column("c_a", "C_A", kind="float", title="Correctness on adversarial papers"),
         Column("c_t", "C_T", kind="float", title="Correctness on truth-adversarial papers"),

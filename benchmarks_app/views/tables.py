@@ -67,7 +67,8 @@ class Column:
     ``kind`` picks alignment and formatting: numbers are right-aligned; ``pct`` shows a
     fraction in [0, 1] as a percentage. ``value`` overrides ``key`` for computed cells;
     ``link`` turns the cell into a link (return ``None`` for no link); ``title`` gives a
-    header tooltip explaining the metric.
+    header tooltip explaining the metric. ``detail`` columns are hidden until the reader
+    asks for all columns (the table's "All columns" toggle); downloads always carry them.
     """
 
     key: str
@@ -79,6 +80,7 @@ class Column:
     link: Callable[[Any], str | None] | None = None
     title: str = ""
     export: bool = True
+    detail: bool = False
 
     @property
     def numeric(self) -> bool:
@@ -109,6 +111,7 @@ class Cell:
     text: str
     numeric: bool
     url: str | None
+    detail: bool = False
 
 
 @dataclass(frozen=True)
@@ -211,10 +214,16 @@ class SortableTable:
                     text=column.display(value),
                     numeric=column.numeric,
                     url=column.link(row) if column.link else None,
+                    detail=column.detail,
                 )
                 for column in self.columns
             ],
         )
+
+    @property
+    def has_detail(self) -> bool:
+        """Whether some columns wait behind the "All columns" toggle."""
+        return any(c.detail for c in self.columns)
 
     # --- URLs -----------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from benchmarks_app.bench.api import seed_leaderboards
+from tests.browser.conftest import SCREENSHOTS
 
 pytestmark = [
     pytest.mark.browser,
@@ -37,6 +38,11 @@ def test_rank_name_and_ranking_metric_stay_in_view_when_the_table_scrolls(
     context = browser.new_context(base_url=live_server.url, viewport=PHONE)
     page = context.new_page()
     page.goto(path)
+    # A board with columns behind "Show all columns" (audit) shows them all for this test: the
+    # point is the sticky first three while a wide table scrolls.
+    toggle = page.locator(".columns-label")
+    if toggle.count():
+        toggle.first.click()
     header = f"{table} thead th"
     assert metric in page.locator(f"{header}:nth-child(3)").inner_text()
     last = f"{header}:last-child"
@@ -49,4 +55,31 @@ def test_rank_name_and_ranking_metric_stay_in_view_when_the_table_scrolls(
     for n in (1, 2, 3):  # ...and the first three did not leave it
         box = _box(page, f"{table} tbody tr:first-child td:nth-child({n})")
         assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (n, box)
+    context.close()
+
+
+DESKTOP = {"width": 1280, "height": 800}
+
+
+def test_the_audit_board_fits_a_laptop_until_all_columns_are_asked_for(
+    browser: Any, live_server: Any, migrated_data: None
+) -> None:
+    seed_leaderboards(6)
+    context = browser.new_context(base_url=live_server.url, viewport=DESKTOP)
+    page = context.new_page()
+    page.goto("/audit/")
+    table = "table#audit-leaderboard-table"
+    scroller = page.locator(table).first.locator("xpath=ancestor::div[@class='scroll-x'][1]")
+    visible = page.locator(f"{table} thead th:visible")
+    labels = [t.strip() for t in visible.all_inner_texts()]
+    assert labels[:3] == ["#", "Scanner", "F1+↕"] or labels[2].startswith("F1+"), labels
+    assert "95% CI" in labels and "Rank range" in labels
+    assert all(labels), f"a column without a header: {labels}"
+    # The default columns fit: nothing to scroll sideways at 1,280 px.
+    width = scroller.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert width[0] <= width[1], width
+    page.screenshot(path=str(SCREENSHOTS / "audit-board-1280.png"))
+    page.locator(".columns-label").first.click()
+    more = [t.strip() for t in page.locator(f"{table} thead th:visible").all_inner_texts()]
+    assert len(more) > len(labels) and any(m.startswith("TP") for m in more), more
     context.close()

@@ -238,3 +238,32 @@ def test_scanner_page_reads_a_stored_result_missing_a_metric(dropped: str) -> No
     run_page = Client().get(f"/audit/runs/{run.pk}/")
     assert run_page.status_code == 200
     assert f"{100 * complete['f1_with_partial']:.1f}%" in run_page.content.decode()
+
+
+def test_the_board_shows_essential_columns_first_and_the_rest_on_request() -> None:
+    """Rank, scanner, F1+ with its interval and the rank range by default; the counts and the
+    other ratios behind "Show all columns"; every column has a header."""
+    import re
+
+    run = _evaluated()
+    html = Client().get("/audit/").content.decode()
+    table = html[html.index('id="audit-leaderboard-table"') :]
+    table = table[: table.index("</thead>")]
+    headers = re.findall(r"<th\b([^>]*)>(.*?)</th>", table, re.S)
+    shown = [re.sub(r"<[^>]+>|[↕▲▼]", "", label).strip() for cls, label in headers]
+    essential = [s for (cls, _), s in zip(headers, shown, strict=True) if "col-detail" not in cls]
+    assert essential == ["#", "Scanner", "F1+", "95% CI", "Rank range", "Tied", "Baseline"]
+    assert all(shown), shown
+    detail = [s for (cls, _), s in zip(headers, shown, strict=True) if "col-detail" in cls]
+    assert {"TP", "FP", "P", "R", "P+", "R+", "F1+ low"} <= set(detail)
+    assert "Show all columns" in html
+    # One format per metric: F1+ reads the same on the board and on the home page.
+    from benchmarks_app.models.audit import AuditBoardRow
+
+    f1 = AuditBoardRow.objects.get(scanner=run.scanner, phase__isnull=True).metrics[
+        "f1_with_partial"
+    ]
+    shown_f1 = f"{100 * f1:.1f}%"
+    assert shown_f1 in html
+    home = Client().get("/").content.decode()
+    assert shown_f1 in home and f"{f1:.3f}" not in home
