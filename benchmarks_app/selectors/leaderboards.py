@@ -34,8 +34,8 @@ BENCHMARK_DESCRIPTIONS: dict[str, str] = {
         "severity-weighted risk and resilience."
     ),
     Benchmark.CHECKLIST: (
-        "LLM assessors of the NeurIPS paper checklist, scored on genuine, adversarial and "
-        "truth-adversarial papers."
+        "Teams of paper authors, ranked by how their genuine, adversarial and "
+        "truth-adversarial papers' NeurIPS checklists fare with an LLM assessor."
     ),
 }
 

@@ -77,7 +77,7 @@ EMPTY_MESSAGES: dict[str, str] = {
     "Audit page to see it ranked here.",
     Benchmark.PROBES: "No model has been scored yet. Upload a model's probe responses on "
     "the Probes page to see it ranked here.",
-    Benchmark.CHECKLIST: "No assessor has been scored yet. Join a team and submit a paper "
+    Benchmark.CHECKLIST: "No team has been scored yet. Join a team and submit a paper "
     "or a G/A/T triplet on the Checklist page.",
 }
 

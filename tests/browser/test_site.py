@@ -27,7 +27,7 @@ def test_log_in_and_out(page, login, screenshot):
     user = UserFactory.create(username="ada")
     page.goto("/")
     expect(page.locator("h1")).to_have_text("Leaderboards")
-    expect(page.locator("#board-checklist .empty")).to_contain_text("No assessor")
+    expect(page.locator("#board-checklist .empty")).to_contain_text("No team has been scored")
     screenshot("home-anonymous")
     login(user, PASSWORD)
     expect(page.locator(".account")).to_contain_text("ada")

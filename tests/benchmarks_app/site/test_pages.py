@@ -33,7 +33,7 @@ def test_home_shows_the_three_boards_with_empty_states(client):
         assert f'href="/{slug}/"' in html
     assert "No scanner has been scored yet" in html
     assert "No model has been scored yet" in html
-    assert "No assessor has been scored yet" in html
+    assert "No team has been scored yet" in html
 
 
 def test_home_counts_runs_and_links_active_ones(client):
@@ -172,3 +172,12 @@ def test_finished_run_links_to_its_results(client):
     assert (
         client.get(f"/runs/{audit.pk}/status/").json()["result_url"] == f"/audit/runs/{audit.pk}/"
     )
+
+
+def test_home_and_checklist_board_say_who_is_ranked_and_how_s_is_made(client):
+    for path in ("/", "/checklist/"):
+        html = client.get(path).content.decode()
+        assert 'id="checklist-how-scored"' in html, path
+        assert "Teams of paper authors are ranked" in html, path
+        assert "S = C_G · C_A · (1 − R) · C_T" in html, path
+        assert "LLM assessors" not in html, path
