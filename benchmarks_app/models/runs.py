@@ -97,6 +97,12 @@ class EvaluationRun(EntryMetadata, TimeStampedModel):
 
     class Meta:
         ordering = ["-created_at"]
+        # The run lists' orderings (newest first, all or one benchmark): a page is read from
+        # the index instead of sorting every run.
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], name="run_list_newest"),
+            models.Index(fields=["benchmark", "-created_at", "-id"], name="run_list_benchmark"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(progress_done__lte=models.F("progress_total"))

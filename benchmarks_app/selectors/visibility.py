@@ -22,8 +22,10 @@ from benchmarks_app.models import (
     PaperKind,
     Repo,
     ResponseSubmission,
+    Scanner,
     TruthFinding,
 )
+from benchmarks_app.models.phases import Phase
 
 
 def is_staff(user: Any) -> bool:
@@ -103,17 +105,26 @@ def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
     )
     if is_staff(user):
         return qs
-    team_ids = _team_ids(user)
+    # Every condition reads the run's own columns, with subqueries on the small submission,
+    # scanner and phase tables rather than joins: a run list's COUNT(*) then reads one table
+    # (with joins it grew from 65 to 190 ms between 3,000 and 30,000 runs).
+    team_entries = ChecklistSubmission.objects.filter(team_id__in=_team_ids(user)).values("pk")
     qs = qs.filter(
-        Q(checklist_submission__isnull=True) | Q(checklist_submission__team_id__in=team_ids)
+        Q(checklist_submission__isnull=True) | Q(checklist_submission_id__in=team_entries)
     )
-    hidden = Q(phase__is_hidden=True, phase__revealed_at__isnull=True)
+    hidden = Q(
+        phase_id__in=Phase.objects.filter(is_hidden=True, revealed_at__isnull=True).values("pk")
+    )
     if getattr(user, "is_authenticated", False):
         own = (
             Q(created_by_id=user.pk)
-            | Q(scanner__owner_id=user.pk)
-            | Q(probe_submission__owner_id=user.pk)
-            | Q(checklist_submission__team_id__in=team_ids)
+            | Q(scanner_id__in=Scanner.objects.filter(owner_id=user.pk).values("pk"))
+            | Q(
+                probe_submission_id__in=ResponseSubmission.objects.filter(owner_id=user.pk).values(
+                    "pk"
+                )
+            )
+            | Q(checklist_submission_id__in=team_entries)
         )
         return qs.filter(~hidden | own)
     return qs.exclude(hidden)
