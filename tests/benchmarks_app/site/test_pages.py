@@ -179,5 +179,5 @@ def test_home_and_checklist_board_say_who_is_ranked_and_how_s_is_made(client):
         html = client.get(path).content.decode()
         assert 'id="checklist-how-scored"' in html, path
         assert "Teams of paper authors are ranked" in html, path
-        assert "S = C_G · C_A · (1 − R) · C_T" in html, path
+        assert "S = C_G · C_A · (1 \u2212 R) · C_T" in html, path
         assert "LLM assessors" not in html, path
