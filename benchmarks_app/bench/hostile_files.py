@@ -104,14 +104,16 @@ def nested_array_pdf(depth: int = NESTING) -> bytes:
 
 
 def probe_csv(rows: int = PROBE_ROWS) -> bytes:
-    """Row 5: a probe submission CSV of ``rows`` responses (about 11 bytes a row)."""
-    lines = [b"probe_id,response"] + [b"p%d,No" % i for i in range(rows)]
+    """Row 5: an XSTest completions CSV of ``rows`` responses (about 11 bytes a row, 10.8 MB
+    for a million), the ids cycling over the suite's 450 prompts."""
+    lines = [b"id,completion"] + [b"v2-%d,Yes" % (i % 450 + 1) for i in range(rows)]
     return b"\n".join(lines) + b"\n"
 
 
-def long_title(chars: int = TITLE_CHARS) -> str:
-    """Row 6: an audit finding's title of ``chars`` characters."""
-    return "A" * chars
+def audit_results(chars: int = TITLE_CHARS) -> dict[str, object]:
+    """Row 6: audit results of one finding whose title has ``chars`` characters."""
+    return {"findings": [{"title": "A" * chars, "description": "An unchecked call.",
+                          "severity": "high"}]}  # fmt: skip
 
 
 PDF_ROWS = {
