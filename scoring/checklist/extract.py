@@ -122,10 +122,16 @@ def extract_pdf(
         reader = PdfReader(io.BytesIO(data))
         check_pdf(reader, limits or PdfLimits(), file=file)
         raw_pages = [strip_nul(page.extract_text() or "") for page in reader.pages]
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+    except (PyPdfError, ValueError, KeyError, TypeError) as exc:
         if isinstance(exc, ExtractionError):
             raise
         raise ExtractionError(f"not a readable PDF ({exc})", file=file) from exc
+    except (AttributeError, IndexError) as exc:  # an object of the wrong type where pypdf
+        # expects another: its message would be Python's, not the file's problem
+        raise ExtractionError(
+            "not a readable PDF (it is damaged or uses a structure the reader does not support)",
+            file=file,
+        ) from exc
     except RecursionError as exc:
         raise ExtractionError(
             "not a readable PDF (its objects are nested too deeply)", file=file

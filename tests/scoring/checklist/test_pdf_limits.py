@@ -89,3 +89,10 @@ def test_review_mode_papers_pass_the_checks(name: str) -> None:
     for data in ((SAMPLE_PAPERS / name).read_bytes(), review_pdf(name, "start", 3)):
         reader = PdfReader(io.BytesIO(data))
         assert check_pdf(reader, PdfLimits()) == len(reader.pages)
+
+
+def test_a_malformed_page_tree_is_an_error_in_words() -> None:
+    data = hostile_files.many_pages_pdf(3).replace(b"/Kids [", b"/Kids [7 ", 1)
+    with pytest.raises(ExtractionError) as info:
+        extract_paper_limited(data, "odd.pdf")
+    assert info.value.file == "odd.pdf" and "attribute" not in str(info.value)
