@@ -16,13 +16,16 @@ limit is a :class:`LimitExceeded` whose ``kind`` says which limit.
 
 from __future__ import annotations
 
+import contextlib
 import math
-import multiprocessing
+import os
+import pickle
 import resource
+import select
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
@@ -35,7 +38,7 @@ class Limits:
     ``memory_mb`` is the address space it may add to what it had mapped when forked."""
 
     cpu_seconds: float = 10.0
-    wall_seconds: float = 10.0
+    wall_seconds: float = 13.0
     memory_mb: int = 512
 
 
@@ -60,9 +63,7 @@ def _address_space_now() -> int:
     return 0
 
 
-def _child(
-    send: Connection, func: Callable[..., Any], args: tuple[Any, ...], limits: Limits
-) -> None:
+def _child(write_fd: int, func: Callable[..., Any], args: tuple[Any, ...], limits: Limits) -> None:
     cpu = max(1, math.ceil(limits.cpu_seconds))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     memory = _address_space_now() + limits.memory_mb * 2**20
@@ -74,43 +75,68 @@ def _child(
     except BaseException as exc:  # handed to the parent, which re-raises it
         outcome = ("raised", exc)
     try:
-        send.send(outcome)
+        payload = pickle.dumps(outcome)
     except MemoryError:
-        send.send(("memory", None))
-    except Exception as exc:  # an exception or result that does not pickle
-        send.send(("raised", RuntimeError(f"{type(exc).__name__}: {exc}")))
-    finally:
-        send.close()
+        payload = pickle.dumps(("memory", None))
+    except Exception as exc:  # a result or an exception that does not pickle
+        payload = pickle.dumps(("raised", RuntimeError(f"{type(exc).__name__}: {exc}")))
+    with os.fdopen(write_fd, "wb") as pipe:
+        pipe.write(payload)
+
+
+def _read_until(read_fd: int, deadline: float) -> bytes | None:
+    """Everything the child writes until it closes the pipe; None at the deadline."""
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+            return None
+        chunk = os.read(read_fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
 def run_limited(func: Callable[..., T], *args: Any, limits: Limits) -> T:
-    """``func(*args)`` in a bounded child process (its result and exceptions must pickle)."""
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=_child, args=(send, func, args, limits))
-    process.start()
-    send.close()
-    try:
-        if not receive.poll(limits.wall_seconds):
-            raise LimitExceeded("time", f"took longer than {limits.wall_seconds:g} s")
+    """``func(*args)`` in a bounded child process (its result and exceptions must pickle).
+
+    A bare ``os.fork`` rather than multiprocessing: a daemonic caller (a queue worker) may
+    not start multiprocessing children, and the child needs none of its bootstrapping."""
+    deadline = time.monotonic() + limits.wall_seconds
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code
+        code = 0
         try:
-            status, payload = receive.recv()
-        except (EOFError, OSError):
-            process.join(1)
-            raise _death(process.exitcode, limits) from None
+            os.close(read_fd)
+            _child(write_fd, func, args, limits)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    data: bytes | None = None
+    try:
+        data = _read_until(read_fd, deadline)
     finally:
-        if process.is_alive():
-            process.kill()
-        process.join()
-        receive.close()
-    if status == "memory":
+        os.close(read_fd)
+        if data is None:  # past the deadline, or the caller was interrupted
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if data is None:
+        raise LimitExceeded("time", f"took longer than {limits.wall_seconds:g} s")
+    if not data:
+        raise _death(os.waitstatus_to_exitcode(status), limits)
+    kind, payload = pickle.loads(data)  # written by our own child, not by the file
+    if kind == "memory":
         raise LimitExceeded("memory", f"needed more than {limits.memory_mb} MB of memory")
-    if status == "raised":
+    if kind == "raised":
         raise payload
     return payload
 
 
-def _death(exitcode: int | None, limits: Limits) -> LimitExceeded:
+def _death(exitcode: int, limits: Limits) -> LimitExceeded:
     """Why a child died without an answer, from its exit status."""
     if exitcode in (-signal.SIGXCPU, -signal.SIGKILL):
         return LimitExceeded("time", f"used more than {limits.cpu_seconds:g} s of CPU time")
