@@ -219,6 +219,15 @@ PROBE_REFUSAL_JUDGE_ITERATIONS = envparse.env_int(
 CHECKLIST_DAILY_LIMIT = envparse.env_int(ENV, "CHECKLIST_DAILY_LIMIT", 3, minimum=0)
 CHECKLIST_TOTAL_LIMIT = envparse.env_int(ENV, "CHECKLIST_TOTAL_LIMIT", 20, minimum=0)
 CHECKLIST_BODY_WORD_CAP = envparse.env_int(ENV, "CHECKLIST_BODY_WORD_CAP", 15000, minimum=100)
+# Papers (PDF, LaTeX) are read in a child process bounded in CPU seconds (the wall deadline
+# is 3 s more) and memory; a PDF over the page, decompressed content, operator or nesting
+# limits is refused before its text is read.
+PDF_PARSE_TIMEOUT_S = max(1.0, envparse.env_float(ENV, "PDF_PARSE_TIMEOUT_S", 10.0))
+PDF_PARSE_MEMORY_MB = envparse.env_int(ENV, "PDF_PARSE_MEMORY_MB", 512, minimum=64)
+PDF_MAX_PAGES = envparse.env_int(ENV, "PDF_MAX_PAGES", 300, minimum=1)
+PDF_MAX_CONTENT_MB = envparse.env_int(ENV, "PDF_MAX_CONTENT_MB", 20, minimum=1)
+PDF_MAX_OPERATORS = envparse.env_int(ENV, "PDF_MAX_OPERATORS", 1_000_000, minimum=1000)
+PDF_MAX_NESTING = envparse.env_int(ENV, "PDF_MAX_NESTING", 32, minimum=2)
 
 # E-mail (password reset, run-end notifications): printed on the console unless an SMTP
 # server is configured; setting EMAIL_HOST alone switches to SMTP.

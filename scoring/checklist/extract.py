@@ -34,8 +34,10 @@ from scoring.checklist.findings import (
     cap_words,
 )
 from scoring.checklist.latex import DEFAULT_WORD_CAP, extract_latex, strip_nul
+from scoring.checklist.pdf_limits import PdfLimits, check_pdf
 from scoring.checklist.pdf_text import clean_pages, join_hyphenated, title_from_runs
 from scoring.checklist.segment import checklist_start, parse_checklist_text, read_checklist_text
+from scoring.sandbox import LimitExceeded, Limits, run_limited
 
 # A zip is refused beyond this uncompressed size (zip bombs) or member count.
 ZIP_MAX_UNCOMPRESSED = 50 * 1024 * 1024
@@ -49,9 +51,12 @@ __all__ = [
     "ExtractedAnswer",
     "ExtractedPaper",
     "ExtractionError",
+    "Limits",
+    "PdfLimits",
     "cap_words",
     "extract_latex",
     "extract_paper",
+    "extract_paper_limited",
     "extract_pdf",
     "extract_zip",
     "parse_checklist_text",
@@ -98,18 +103,39 @@ def _pdf_title(reader: object, body: str) -> str:
 
 
 def extract_pdf(
-    data: bytes, *, word_cap: int = DEFAULT_WORD_CAP, file: str = "", strict: bool = True
+    data: bytes,
+    *,
+    word_cap: int = DEFAULT_WORD_CAP,
+    file: str = "",
+    strict: bool = True,
+    limits: PdfLimits | None = None,
 ) -> ExtractedPaper:
     """The checklist and body of a PDF. Pages are cleaned (line numbers, headers, footers,
-    ligatures) before the checklist is looked for; each question's page is reported."""
+    ligatures) before the checklist is looked for; each question's page is reported.
+
+    A PDF over ``limits`` (pages, content bytes, operators, nesting) is refused before its
+    text is extracted (:func:`~scoring.checklist.pdf_limits.check_pdf`)."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(data))
+        check_pdf(reader, limits or PdfLimits(), file=file)
         raw_pages = [strip_nul(page.extract_text() or "") for page in reader.pages]
     except (PyPdfError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, ExtractionError):
+            raise
         raise ExtractionError(f"not a readable PDF ({exc})", file=file) from exc
+    except (AttributeError, IndexError) as exc:  # an object of the wrong type where pypdf
+        # expects another: its message would be Python's, not the file's problem
+        raise ExtractionError(
+            "not a readable PDF (it is damaged or uses a structure the reader does not support)",
+            file=file,
+        ) from exc
+    except RecursionError as exc:
+        raise ExtractionError(
+            "not a readable PDF (its objects are nested too deeply)", file=file
+        ) from exc
     clean = clean_pages(raw_pages)
     text = clean.text
     start = checklist_start(text)
@@ -207,17 +233,24 @@ def source_format_for(filename: str) -> str:
 
 
 def extract_paper(
-    data: bytes, filename: str, *, word_cap: int = DEFAULT_WORD_CAP, strict: bool = True
+    data: bytes,
+    filename: str,
+    *,
+    word_cap: int = DEFAULT_WORD_CAP,
+    strict: bool = True,
+    pdf_limits: PdfLimits | None = None,
 ) -> ExtractedPaper:
     """Dispatch on the file name's extension (the content is checked by each reader).
 
-    ``strict`` raises ExtractionError unless all 15 questions were read (see module doc)."""
+    ``strict`` raises ExtractionError unless all 15 questions were read (see module doc).
+    This runs in the caller's process: untrusted files go through
+    :func:`extract_paper_limited`."""
     fmt = source_format_for(filename)
     name = PurePosixPath(filename).name
     if fmt == "pdf":
         if not data.startswith(b"%PDF"):
             raise ExtractionError("is not a PDF file (no %PDF header)", file=name)
-        return extract_pdf(data, word_cap=word_cap, file=name, strict=strict)
+        return extract_pdf(data, word_cap=word_cap, file=name, strict=strict, limits=pdf_limits)
     if fmt == "zip":
         return extract_zip(data, word_cap=word_cap, file=name, strict=strict)
     try:
@@ -228,3 +261,61 @@ def extract_paper(
     if strict:
         paper.require_complete(file=name)
     return paper
+
+
+def _extract_in_child(
+    data: bytes, filename: str, word_cap: int, strict: bool, pdf_limits: PdfLimits
+) -> ExtractedPaper:
+    """:func:`extract_paper` as the sandboxed child runs it: whatever else the readers raise
+    becomes an ExtractionError naming the file, in words rather than Python's."""
+    name = PurePosixPath(filename).name
+    try:
+        return extract_paper(
+            data, filename, word_cap=word_cap, strict=strict, pdf_limits=pdf_limits
+        )
+    except ExtractionError:
+        raise
+    except MemoryError:
+        raise
+    except RecursionError as exc:
+        raise ExtractionError(
+            "cannot be read: its structure is nested too deeply", file=name
+        ) from exc
+    except Exception as exc:
+        raise ExtractionError(
+            "cannot be read: the file is damaged or uses a structure the reader does not support",
+            file=name,
+        ) from exc
+
+
+def extract_paper_limited(
+    data: bytes,
+    filename: str,
+    *,
+    word_cap: int = DEFAULT_WORD_CAP,
+    strict: bool = True,
+    pdf_limits: PdfLimits | None = None,
+    limits: Limits | None = None,
+) -> ExtractedPaper:
+    """:func:`extract_paper` in a child process bounded by ``limits`` (CPU and wall time,
+    memory; :mod:`scoring.sandbox`) after the PDF checks of ``pdf_limits``, so that no file
+    holds the caller for longer than the time limit. Every failure, a limit included, is an
+    ExtractionError naming the file and, for a limit, which one."""
+    import pypdf  # noqa: F401 - loaded once here, not in every child (a second of compiling)
+
+    name = PurePosixPath(filename).name
+    limits = limits or Limits()
+    try:
+        return run_limited(
+            _extract_in_child,
+            data,
+            filename,
+            word_cap,
+            strict,
+            pdf_limits or PdfLimits(),
+            limits=limits,
+        )
+    except LimitExceeded as exc:
+        which = {"time": "the time limit", "memory": "the memory limit"}.get(exc.kind)
+        message = f"reading it {exc} ({which})" if which else f"the file {exc}"
+        raise ExtractionError(f"cannot be read: {message}", file=name) from None

@@ -15,7 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scoring.checklist.extract import ExtractedPaper, ExtractionError, extract_paper
+from benchmarks_app.services.checklist.papers import paper_read
+from scoring.checklist.extract import ExtractedPaper, ExtractionError
 
 
 def _text_lines(name: str, paper: ExtractedPaper) -> list[str]:
@@ -49,12 +50,7 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         try:
-            paper = extract_paper(
-                path.read_bytes(),
-                path.name,
-                word_cap=settings.CHECKLIST_BODY_WORD_CAP,
-                strict=False,
-            )
+            paper = paper_read(path.read_bytes(), path.name, strict=False)
         except ExtractionError as exc:
             raise CommandError(str(exc)) from exc
         if options["format"] == "json":

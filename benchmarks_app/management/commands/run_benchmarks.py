@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 import benchmarks_app.bench as bench_package
 
 # Modules of the bench package that are tools for the benchmarks, not benchmarks.
-HELPER_MODULES = {"cluster"}
+HELPER_MODULES = {"cluster", "hostile_files"}
 
 
 def available() -> list[str]:

@@ -13,7 +13,13 @@ from django.core.files.uploadedfile import UploadedFile
 from benchmarks_app.models import ChecklistQuestion, PaperKind
 from benchmarks_app.services.checklist.errors import ChecklistSubmissionError
 from benchmarks_app.services.uploads import upload_max_bytes, upload_too_large
-from scoring.checklist.extract import ExtractedPaper, ExtractionError, extract_paper
+from scoring.checklist.extract import (
+    ExtractedPaper,
+    ExtractionError,
+    Limits,
+    PdfLimits,
+    extract_paper_limited,
+)
 
 FIELD_FOR_KIND = {PaperKind.GENUINE: "genuine", PaperKind.ADVERSARIAL: "adversarial",
                   PaperKind.TRUTH: "truth"}  # fmt: skip
@@ -48,6 +54,38 @@ def _word_cap() -> int:
     return int(getattr(settings, "CHECKLIST_BODY_WORD_CAP", 15000))
 
 
+# The wall deadline allows this much more than the CPU limit: a loaded machine gives the child
+# less than a core, and a legitimate paper should not be cut for that.
+WALL_MARGIN_S = 3.0
+
+
+def paper_read_limits() -> tuple[PdfLimits, Limits]:
+    """The limits of the PDF checks and of the child process, from settings."""
+    timeout = float(settings.PDF_PARSE_TIMEOUT_S)
+    pdf = PdfLimits(
+        max_pages=settings.PDF_MAX_PAGES,
+        max_content_bytes=settings.PDF_MAX_CONTENT_MB * 2**20,
+        max_operators=settings.PDF_MAX_OPERATORS,
+        max_nesting=settings.PDF_MAX_NESTING,
+    )
+    child = Limits(
+        cpu_seconds=timeout,
+        wall_seconds=timeout + WALL_MARGIN_S,
+        memory_mb=settings.PDF_PARSE_MEMORY_MB,
+    )
+    return pdf, child
+
+
+def paper_read(data: bytes, filename: str, *, strict: bool) -> ExtractedPaper:
+    """A paper's checklist, read in a child process under the limits of settings; any failure
+    (a limit included) is an ExtractionError naming the file. Web forms, the API and the
+    management commands all read papers through this."""
+    pdf, child = paper_read_limits()
+    return extract_paper_limited(
+        data, filename, word_cap=_word_cap(), strict=strict, pdf_limits=pdf, limits=child
+    )
+
+
 def _extract(*, field: str, what: str, upload: PaperUpload, strict: bool) -> ExtractedPaper:
     limit = upload_max_bytes()
     if upload.size > limit:
@@ -59,7 +97,7 @@ def _extract(*, field: str, what: str, upload: PaperUpload, strict: bool) -> Ext
     if upload.size == 0:
         raise ChecklistSubmissionError(f"{what} {upload.name!r} is empty.", field=field)
     try:
-        return extract_paper(upload.data, upload.name, word_cap=_word_cap(), strict=strict)
+        return paper_read(upload.data, upload.name, strict=strict)
     except ExtractionError as exc:
         raise ChecklistSubmissionError(f"{what}: {exc}", field=field) from exc
 
