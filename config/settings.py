@@ -96,6 +96,19 @@ AXES_COOLOFF_TIME = timedelta(minutes=envparse.env_int(ENV, "AXES_COOLOFF_MINUTE
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "benchmarks_app.views.lockout.lockout_response"
+# The client's address, for the lockout, the API throttles and the mail limits alike: the
+# NUM_PROXIES-th entry from the right of X-Forwarded-For, or REMOTE_ADDR when 0 (no proxy is
+# trusted: any client can send the header).
+NUM_PROXIES = envparse.env_int(ENV, "NUM_PROXIES", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "benchmarks_app.client_address.client_address"
+# Password-reset and sign-up e-mails: at most this many per address and per client address
+# per hour; further requests get the same answer and send nothing.
+ACCOUNT_MAILS_PER_ADDRESS_HOUR = envparse.env_int(
+    ENV, "ACCOUNT_MAILS_PER_ADDRESS_HOUR", 3, minimum=1
+)
+ACCOUNT_MAILS_PER_CLIENT_HOUR = envparse.env_int(
+    ENV, "ACCOUNT_MAILS_PER_CLIENT_HOUR", 10, minimum=1
+)
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 
@@ -260,6 +273,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "benchmarks_app.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "benchmarks_app.api.exceptions.exception_handler",
+    # The throttles key clients by benchmarks_app.client_address (which reads NUM_PROXIES
+    # itself); kept here too so DRF's own get_ident agrees.
+    "NUM_PROXIES": NUM_PROXIES,
     "DEFAULT_THROTTLE_CLASSES": [
         "benchmarks_app.api.throttling.AnonThrottle",
         "benchmarks_app.api.throttling.UserThrottle",
