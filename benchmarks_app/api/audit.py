@@ -43,7 +43,11 @@ from benchmarks_app.selectors.audit_boards import (
     audit_boards,
     published_release,
 )
-from benchmarks_app.selectors.visibility import truth_findings_redacted, visible_repos
+from benchmarks_app.selectors.visibility import (
+    truth_findings_redacted,
+    visible_repos,
+    visible_scanners,
+)
 from scoring.audit.metrics import severity_counts
 
 # --- Scanners and repos ------------------------------------------------------------------
@@ -70,9 +74,10 @@ class ScannerFilter(django_filters.FilterSet):
         fields = ["name"]
 
 
-def _scanners() -> QuerySet[Scanner]:
-    # The owner is not exposed: scanners are public, who runs them is not.
-    return Scanner.objects.with_counts()
+def _scanners(user: Any) -> QuerySet[Scanner]:
+    # The owner is not exposed: scanners are public, who runs them is not. A hidden phase's
+    # entrants are not, until it is revealed.
+    return visible_scanners(user)
 
 
 class ScannerListView(generics.ListAPIView):
@@ -84,7 +89,7 @@ class ScannerListView(generics.ListAPIView):
     ordering = ["name"]
 
     def get_queryset(self) -> QuerySet[Scanner]:
-        return _scanners()
+        return _scanners(self.request.user)
 
 
 class ScannerDetailView(generics.RetrieveAPIView):
@@ -93,7 +98,7 @@ class ScannerDetailView(generics.RetrieveAPIView):
     serializer_class = ScannerSerializer
 
     def get_queryset(self) -> QuerySet[Scanner]:
-        return _scanners()
+        return _scanners(self.request.user)
 
     @extend_schema(request=ScannerDescriptionSerializer, responses=ScannerSerializer)
     def patch(self, request: Request, *args: Any, **kwargs: Any) -> Response:
