@@ -28,6 +28,7 @@ from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
     ProbeReportNotFound,
+    board_placed,
     board_row,
     probe_board_order,
     probe_board_rows,
@@ -53,8 +54,10 @@ class ProbeLeaderboardRowSerializer(serializers.Serializer):
     """One model on one suite: the metrics of its latest scored submission."""
 
     rank = serializers.IntegerField(
+        allow_null=True,
         help_text="Position on its board (suite and suite version) by resilience index "
-        "(missing last), then pass rate, then model name."
+        "(missing last), then pass rate, then model name. Null (as are the rank range and "
+        "tie) for a participant's own row on a hidden phase's board until it is revealed.",
     )
     rank_low = serializers.IntegerField(
         allow_null=True,
@@ -234,6 +237,7 @@ class ProbeLeaderboardView(BoardRowListView):
         except ProbeReportNotFound as exc:
             field, _, message = str(exc).partition(": ")
             raise ValidationError({field: message}) from exc
+        self._placed = board_placed(phase, self.request.user)
         rows = probe_board_rows(
             suite_name=suite,
             version=params.get("version") if "version" in params else None,
@@ -248,7 +252,7 @@ class ProbeLeaderboardView(BoardRowListView):
         return self._board_order
 
     def row(self, obj: Any) -> dict[str, Any]:
-        return board_row(obj)
+        return board_row(obj, placed=self._placed)
 
 
 MAX_ID = 2**63 - 1
