@@ -273,6 +273,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "benchmarks_app.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "benchmarks_app.api.exceptions.exception_handler",
+    # DRF's JSON parser, whose errors never quote Python (see benchmarks_app/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "benchmarks_app.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     # The throttles key clients by benchmarks_app.client_address (which reads NUM_PROXIES
     # itself); kept here too so DRF's own get_ident agrees.
     "NUM_PROXIES": NUM_PROXIES,

@@ -36,6 +36,7 @@ from benchmarks_app.api.audit_submit import (
     SubmitResultsView,
     scanner_describe,
 )
+from benchmarks_app.formatting import MAX_ID, whole_number
 from benchmarks_app.models import Repo, Scanner
 from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit import ReportNotFound, audit_report
@@ -304,9 +305,6 @@ class DatasetListView(generics.ListAPIView):
         )
 
 
-MAX_ID = 2**63 - 1
-
-
 class ReportView(APIView):
     """The JSON document of ``manage.py audit_report`` for one scanner."""
 
@@ -323,13 +321,14 @@ class ReportView(APIView):
     )
     def get(self, request: Request, scanner: str) -> Response:
         run = request.query_params.get("run")
-        if run is not None and not (run.isascii() and run.isdigit() and int(run) <= MAX_ID):
+        run_id = whole_number(run) if run is not None else None
+        if run is not None and run_id is None:
             raise ValidationError({"run": "must be a run id (an integer)"})
         board = board_params(request, phase=False)
         try:
             report = audit_report(
                 scanner_name=scanner,
-                run_id=int(run) if run else None,
+                run_id=run_id,
                 user=request.user,
                 **board,
             )
