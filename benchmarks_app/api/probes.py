@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 
 from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter
 from benchmarks_app.api.parsers import JSONParser
+from benchmarks_app.formatting import MAX_ID
 from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
@@ -254,9 +255,6 @@ class ProbeLeaderboardView(BoardRowListView):
 
     def row(self, obj: Any) -> dict[str, Any]:
         return board_row(obj, placed=self._placed)
-
-
-MAX_ID = 2**63 - 1
 
 
 class ProbeReportView(APIView):
