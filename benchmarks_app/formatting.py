@@ -82,3 +82,22 @@ def rank_range_text(low: int | None, high: int | None) -> str | None:
     if low is None or high is None:
         return None
     return str(low) if low == high else f"{low}\u2013{high}"
+
+
+# The largest id a database column holds (a signed 64-bit integer).
+MAX_ID = 2**63 - 1
+
+
+def whole_number(text: object, *, maximum: int = MAX_ID) -> int | None:
+    """``text`` (a query parameter, a form value) as a whole number from 0 to ``maximum``;
+    None for anything else: not only ASCII digits, or larger.
+
+    The length is checked before ``int()``: Python refuses strings of more than 4300 digits
+    with an error that names ``sys.set_int_max_str_digits()`` (a 500 where a view let it
+    through), and a number over ``maximum`` would overflow the database's column.
+    """
+    raw = "" if text is None else str(text).strip()
+    if not raw or not raw.isascii() or not raw.isdigit() or len(raw) > len(str(maximum)):
+        return None
+    value = int(raw)
+    return value if value <= maximum else None

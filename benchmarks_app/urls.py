@@ -10,14 +10,13 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/signup/", accounts.signup, name="signup"),
+    path("accounts/signup/sent/", accounts.signup_sent, name="signup_sent"),
     path(
-        "accounts/password-reset/",
-        auth_views.PasswordResetView.as_view(
-            email_template_name="registration/password_reset_email.txt",
-            subject_template_name="registration/password_reset_subject.txt",
-        ),
-        name="password_reset",
+        "accounts/signup/confirm/<uidb64>/<token>/",
+        accounts.signup_confirm,
+        name="signup_confirm",
     ),
+    path("accounts/password-reset/", accounts.PasswordResetView.as_view(), name="password_reset"),
     path(
         "accounts/password-reset/sent/",
         auth_views.PasswordResetDoneView.as_view(),

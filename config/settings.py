@@ -9,6 +9,8 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from csp.constants import NONE, SELF
+
 from config import env as envparse
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -52,6 +54,7 @@ MIDDLEWARE = [
     # Records who made an admin change in the truth, rule and question histories.
     "simple_history.middleware.HistoryRequestMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into the lockout answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -97,6 +100,19 @@ AXES_COOLOFF_TIME = timedelta(minutes=envparse.env_int(ENV, "AXES_COOLOFF_MINUTE
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "benchmarks_app.views.lockout.lockout_response"
+# The client's address, for the lockout, the API throttles and the mail limits alike: the
+# NUM_PROXIES-th entry from the right of X-Forwarded-For, or REMOTE_ADDR when 0 (no proxy is
+# trusted: any client can send the header).
+NUM_PROXIES = envparse.env_int(ENV, "NUM_PROXIES", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "benchmarks_app.client_address.client_address"
+# Password-reset and sign-up e-mails: at most this many per address and per client address
+# per hour; further requests get the same answer and send nothing.
+ACCOUNT_MAILS_PER_ADDRESS_HOUR = envparse.env_int(
+    ENV, "ACCOUNT_MAILS_PER_ADDRESS_HOUR", 3, minimum=1
+)
+ACCOUNT_MAILS_PER_CLIENT_HOUR = envparse.env_int(
+    ENV, "ACCOUNT_MAILS_PER_CLIENT_HOUR", 10, minimum=1
+)
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 
@@ -114,6 +130,25 @@ SECURE_HSTS_SECONDS = envparse.env_int(ENV, "SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp) on every answer: scripts and style sheets only from this
+# site's files (none inline, no eval), so injected markup cannot run. Style *attributes* stay
+# allowed: progress bars and chart swatches set their width and colour with them, and a style
+# attribute cannot run script. Images may be data: URIs (the favicon, Swagger UI's icons).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 if envparse.env_bool(ENV, "SECURE_PROXY_SSL_HEADER_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -270,6 +305,15 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "benchmarks_app.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "benchmarks_app.api.exceptions.exception_handler",
+    # DRF's JSON parser, whose errors never quote Python (see benchmarks_app/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "benchmarks_app.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    # The throttles key clients by benchmarks_app.client_address (which reads NUM_PROXIES
+    # itself); kept here too so DRF's own get_ident agrees.
+    "NUM_PROXIES": NUM_PROXIES,
     "DEFAULT_THROTTLE_CLASSES": [
         "benchmarks_app.api.throttling.AnonThrottle",
         "benchmarks_app.api.throttling.UserThrottle",

@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from benchmarks_app.formatting import whole_number
 from benchmarks_app.models import (
     AuditRepoResult,
     AuditTruthResult,
@@ -167,8 +168,9 @@ class JudgeCallRunFilter(admin.SimpleListFilter):
             .values_list("pk", flat=True)[:15]
         )
         chosen = self.value()
-        if chosen and chosen.isdigit() and int(chosen) not in latest:
-            latest.insert(0, int(chosen))
+        chosen_id = whole_number(chosen)
+        if chosen_id is not None and chosen_id not in latest:
+            latest.insert(0, chosen_id)
         return [(str(pk), f"#{pk}") for pk in latest]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[JudgeCall]) -> Any:

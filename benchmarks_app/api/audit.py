@@ -36,6 +36,7 @@ from benchmarks_app.api.audit_submit import (
     SubmitResultsView,
     scanner_describe,
 )
+from benchmarks_app.formatting import MAX_ID, whole_number
 from benchmarks_app.models import Repo, Scanner
 from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit import ReportNotFound, audit_report
@@ -43,7 +44,11 @@ from benchmarks_app.selectors.audit_boards import (
     audit_boards,
     published_release,
 )
-from benchmarks_app.selectors.visibility import truth_findings_redacted, visible_repos
+from benchmarks_app.selectors.visibility import (
+    truth_findings_redacted,
+    visible_repos,
+    visible_scanners,
+)
 from scoring.audit.metrics import severity_counts
 
 # --- Scanners and repos ------------------------------------------------------------------
@@ -70,9 +75,10 @@ class ScannerFilter(django_filters.FilterSet):
         fields = ["name"]
 
 
-def _scanners() -> QuerySet[Scanner]:
-    # The owner is not exposed: scanners are public, who runs them is not.
-    return Scanner.objects.with_counts()
+def _scanners(user: Any) -> QuerySet[Scanner]:
+    # The owner is not exposed: scanners are public, who runs them is not. A hidden phase's
+    # entrants are not, until it is revealed.
+    return visible_scanners(user)
 
 
 class ScannerListView(generics.ListAPIView):
@@ -84,7 +90,7 @@ class ScannerListView(generics.ListAPIView):
     ordering = ["name"]
 
     def get_queryset(self) -> QuerySet[Scanner]:
-        return _scanners()
+        return _scanners(self.request.user)
 
 
 class ScannerDetailView(generics.RetrieveAPIView):
@@ -93,7 +99,7 @@ class ScannerDetailView(generics.RetrieveAPIView):
     serializer_class = ScannerSerializer
 
     def get_queryset(self) -> QuerySet[Scanner]:
-        return _scanners()
+        return _scanners(self.request.user)
 
     @extend_schema(request=ScannerDescriptionSerializer, responses=ScannerSerializer)
     def patch(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -299,9 +305,6 @@ class DatasetListView(generics.ListAPIView):
         )
 
 
-MAX_ID = 2**63 - 1
-
-
 class ReportView(APIView):
     """The JSON document of ``manage.py audit_report`` for one scanner."""
 
@@ -318,13 +321,14 @@ class ReportView(APIView):
     )
     def get(self, request: Request, scanner: str) -> Response:
         run = request.query_params.get("run")
-        if run is not None and not (run.isascii() and run.isdigit() and int(run) <= MAX_ID):
+        run_id = whole_number(run) if run is not None else None
+        if run is not None and run_id is None:
             raise ValidationError({"run": "must be a run id (an integer)"})
         board = board_params(request, phase=False)
         try:
             report = audit_report(
                 scanner_name=scanner,
-                run_id=int(run) if run else None,
+                run_id=run_id,
                 user=request.user,
                 **board,
             )

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter
+from benchmarks_app.formatting import whole_number
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.selectors.audit_boards import (
     AUDIT_ORDERING_COLUMNS,
@@ -81,7 +82,7 @@ def board_params(request: Request, *, phase: bool = True) -> dict[str, str | Non
     keys = ("dataset", "release", "judge", "phase") if phase else ("dataset", "release", "judge")
     params = {k: request.query_params.get(k) or None for k in keys}
     release = params["release"]
-    if release is not None and not (release.isascii() and release.isdigit()):
+    if release is not None and whole_number(release) is None:
         raise ValidationError({"release": "must be a release number (an integer)"})
     return params
 

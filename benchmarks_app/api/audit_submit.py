@@ -29,12 +29,13 @@ from rest_framework.exceptions import (
     Throttled,
     ValidationError,
 )
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchmarks_app.api.parsers import JSONParser
 from benchmarks_app.models import Benchmark, EvaluationRun, Scanner
 from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.visibility import visible_repos, visible_runs

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.parsers import FormParser, MultiPartParser
+
+from benchmarks_app.api.parsers import JSONParser
 
 
 class TokenView(ObtainAuthToken):
@@ -14,6 +17,9 @@ class TokenView(ObtainAuthToken):
     ``AXES_FAILURE_LIMIT`` failures for one username from one address the endpoint answers
     429 for ``AXES_COOLOFF_MINUTES``.
     """
+
+    # DRF's view names its parsers itself; the JSON one must be ours (no Python in errors).
+    parser_classes = (FormParser, MultiPartParser, JSONParser)
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()

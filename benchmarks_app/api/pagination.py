@@ -8,6 +8,8 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
+from benchmarks_app.formatting import whole_number
+
 
 class StandardPagination(PageNumberPagination):
     """``?page=N&page_size=M``: 50 rows by default, at most 500 (a leaderboard fits in a few).
@@ -26,8 +28,8 @@ class StandardPagination(PageNumberPagination):
             return self.page_size
         if len(raw) > 1 or not raw[0].isascii() or not raw[0].isdigit():
             raise ValidationError({self.page_size_query_param: ["Must be one whole number."]})
-        size = int(raw[0])
-        if not 1 <= size <= self.max_page_size:
+        size = whole_number(raw[0], maximum=self.max_page_size)
+        if size is None or size < 1:
             raise ValidationError(
                 {self.page_size_query_param: [f"Must be from 1 to {self.max_page_size}."]}
             )

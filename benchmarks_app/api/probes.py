@@ -17,17 +17,20 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter
+from benchmarks_app.api.parsers import JSONParser
+from benchmarks_app.formatting import MAX_ID
 from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
     ProbeReportNotFound,
+    board_placed,
     board_row,
     probe_board_order,
     probe_board_rows,
@@ -53,8 +56,10 @@ class ProbeLeaderboardRowSerializer(serializers.Serializer):
     """One model on one suite: the metrics of its latest scored submission."""
 
     rank = serializers.IntegerField(
+        allow_null=True,
         help_text="Position on its board (suite and suite version) by resilience index "
-        "(missing last), then pass rate, then model name."
+        "(missing last), then pass rate, then model name. Null (as are the rank range and "
+        "tie) for a participant's own row on a hidden phase's board until it is revealed.",
     )
     rank_low = serializers.IntegerField(
         allow_null=True,
@@ -234,6 +239,7 @@ class ProbeLeaderboardView(BoardRowListView):
         except ProbeReportNotFound as exc:
             field, _, message = str(exc).partition(": ")
             raise ValidationError({field: message}) from exc
+        self._placed = board_placed(phase, self.request.user)
         rows = probe_board_rows(
             suite_name=suite,
             version=params.get("version") if "version" in params else None,
@@ -248,10 +254,7 @@ class ProbeLeaderboardView(BoardRowListView):
         return self._board_order
 
     def row(self, obj: Any) -> dict[str, Any]:
-        return board_row(obj)
-
-
-MAX_ID = 2**63 - 1
+        return board_row(obj, placed=self._placed)
 
 
 class ProbeReportView(APIView):

@@ -23,6 +23,7 @@ from rest_framework.reverse import reverse as api_reverse
 from rest_framework.views import APIView
 
 from benchmarks_app.api.filters import StrictBooleanFilter
+from benchmarks_app.formatting import MAX_ID
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.leaderboards import (
@@ -207,9 +208,6 @@ class RunDetailSerializer(RunSerializer):
         return str(
             api_reverse("api:run-items", kwargs={"pk": run.pk}, request=self.context.get("request"))
         )
-
-
-MAX_ID = 2**63 - 1  # the largest primary key the databases store
 
 
 class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):

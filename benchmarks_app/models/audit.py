@@ -99,10 +99,11 @@ class TruthFinding(TimeStampedModel):
 
 
 class ScannerQuerySet(models.QuerySet["Scanner"]):
-    def with_counts(self) -> ScannerQuerySet:
-        """``run_count`` and ``scan_result_count`` (repos with current results)."""
+    def with_counts(self, runs: Q | None = None) -> ScannerQuerySet:
+        """``run_count`` (the runs that match ``runs``, all without it) and
+        ``scan_result_count`` (repos with current results)."""
         return self.annotate(
-            run_count=Count("runs", distinct=True),
+            run_count=Count("runs", filter=runs, distinct=True),
             scan_result_count=Count(
                 "scan_results", filter=Q(scan_results__is_current=True), distinct=True
             ),

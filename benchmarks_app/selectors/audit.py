@@ -37,7 +37,12 @@ from benchmarks_app.selectors.audit_boards import (
     resolve_board,
 )
 from benchmarks_app.selectors.phases import phase_limits
-from benchmarks_app.selectors.visibility import is_staff, truth_details_visible, visible_runs
+from benchmarks_app.selectors.visibility import (
+    is_staff,
+    truth_details_visible,
+    visible_runs,
+    visible_scanners,
+)
 from scoring.audit.metrics import (
     RATIO_KEYS,
     as_shown,
@@ -156,8 +161,10 @@ def audit_report(
     (by default the official release and judge; see :func:`scoring.audit.metrics.build_report`).
     A run of a hidden phase is reported to ``user`` only if they are staff or own the scanner.
     """
-    scanner = Scanner.objects.filter(name=scanner_name).first()
+    scanners = Scanner.objects.all() if user is EVERYONE else visible_scanners(user)
+    scanner = scanners.filter(name=scanner_name).first()
     if scanner is None:
+        # The same answer for a hidden phase's entrant as for a name nobody uses.
         raise ReportNotFound(f"scanner: no scanner named {scanner_name!r}")
     if run_id is not None:
         return _run_report(scanner, run_id, user)

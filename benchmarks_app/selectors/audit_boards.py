@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import F, Max, Q, QuerySet
 from django.db.models.functions import Lower
 
+from benchmarks_app.formatting import whole_number
 from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Repo
 from benchmarks_app.models.audit import AuditBoardRow, AuditDataset, DatasetRelease
 from benchmarks_app.selectors.board_ordering import JsonNumber
@@ -256,9 +257,10 @@ def resolve_board(
             return None
     if release is not None and release != "":
         text = str(release).strip().rpartition("@")[2]
-        if not text.isdigit():
+        number = whole_number(text)
+        if number is None:
             raise BoardNotFound(f"release: {release!r} is not a release number")
-        picked = chosen.releases.filter(number=int(text)).first()
+        picked = chosen.releases.filter(number=number).first()
         if picked is None or not picked.is_published:
             raise BoardNotFound(f"release: {chosen.slug} has no published release {text}")
     else:

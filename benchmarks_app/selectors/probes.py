@@ -89,9 +89,21 @@ ROW_COLUMNS = {
 }
 
 
-def board_row(values: dict[str, Any]) -> dict[str, Any]:
-    """A stored row (``ProbeBoardRow.values(*ROW_COLUMNS)``) as the board's row dict."""
+def board_placed(phase: Phase | None, user: Any) -> bool:
+    """Whether ``user`` sees places (rank, rank range, tie) on the board of ``phase``.
+
+    A hidden phase's board, until revealed, shows a participant their own score but not its
+    place among rows they cannot see, as the checklist's hidden boards do.
+    """
+    return phase is None or phase_board_visible(phase, user)
+
+
+def board_row(values: dict[str, Any], *, placed: bool = True) -> dict[str, Any]:
+    """A stored row (``ProbeBoardRow.values(*ROW_COLUMNS)``) as the board's row dict;
+    without its place (rank, rank range, tie) where not ``placed`` (:func:`board_placed`)."""
     row = {key: values[column] for column, key in ROW_COLUMNS.items()}
+    if not placed:
+        row.update(rank=None, rank_low=None, rank_high=None, tied=False)
     low, high = row["ci_low"], row["ci_high"]
     row["ci"] = (
         None
@@ -187,8 +199,9 @@ def probe_leaderboard(
     rows = probe_board_rows(suite_name=suite_name, version=version, phase=phase, user=user)
     # Every row is read anyway: the boards are put in order here (one query), not with the
     # grouped query that paging in the database needs (``probe_board_order``).
+    placed = board_placed(phase, user)
     stored = [
-        board_row(values)
+        board_row(values, placed=placed)
         for values in rows.order_by("suite__name", "suite_version", "position", "pk").values(
             *ROW_COLUMNS
         )
@@ -257,13 +270,18 @@ def probe_board_position(*, report: ProbeRunReport, user: Any = None) -> dict[st
         )
         row = board.filter(run_id=report.run_id).values(*ROW_COLUMNS).first()
         if row is not None:
-            return {
+            position = {
                 "suite_version": row["suite_version"],
                 "phase": row["phase__slug"],
                 "entries": board.count(),
                 "metric": RANKING_METRIC,
                 **{k: row[k] for k in BOARD_FIELDS},
             }
+            if not board_placed(phase, user):
+                # The rank is among rows the user cannot see, and the count is of their own
+                # rows only ("Rank 2 of 1"): neither means anything to them, both leak.
+                position.update(entries=None, rank=None, rank_low=None, rank_high=None, tied=False)
+            return position
     return None
 
 

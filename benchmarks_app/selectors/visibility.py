@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Case, F, Q, QuerySet, TextField, Value, When
+from django.db.models import Case, Count, F, Q, QuerySet, TextField, Value, When
 
 from benchmarks_app.models import (
     ChecklistAnswer,
@@ -128,6 +128,32 @@ def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
         )
         return qs.filter(~hidden | own)
     return qs.exclude(hidden)
+
+
+def visible_scanners(user: Any) -> QuerySet[Scanner]:
+    """Scanners ``user`` may see, with ``run_count`` (their runs that ``user`` may see) and
+    ``scan_result_count`` (repos with current results).
+
+    A scanner whose every run is in a hidden phase not yet revealed is an entrant that phase
+    keeps hidden: only its owner and staff see it (its name would tell who is taking part,
+    its run count how often). A scanner with no run at all (imported, not yet evaluated) is
+    listed as before.
+    """
+    if is_staff(user):
+        return Scanner.objects.with_counts()
+    shown = (
+        Q(runs__phase__isnull=True)
+        | Q(runs__phase__is_hidden=False)
+        | Q(runs__phase__revealed_at__isnull=False)
+    )
+    mine = Q(owner_id=user.pk) if getattr(user, "is_authenticated", False) else Q(pk__in=[])
+    if getattr(user, "is_authenticated", False):
+        shown |= Q(owner_id=user.pk)
+    return (
+        Scanner.objects.with_counts(runs=shown)
+        .annotate(all_runs=Count("runs", distinct=True))
+        .filter(mine | Q(run_count__gt=0) | Q(all_runs=0))
+    )
 
 
 HIDDEN_PAPER_KINDS = (PaperKind.ADVERSARIAL, PaperKind.TRUTH)

@@ -1,5 +1,6 @@
-"""Self-service accounts: participants sign up (with an e-mail address), then create or join
-a team; a forgotten password is reset through a link sent by e-mail."""
+"""Self-service accounts: participants sign up (with an e-mail address, confirmed by a link
+sent to it), then create or join a team; a forgotten password is reset through a link sent by
+e-mail. Neither form tells whether an address has an account (see services/accounts.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,18 @@ from django import forms
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import UserCreationForm, UsernameField
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+
+from benchmarks_app.client_address import client_address
+from benchmarks_app.services.accounts import (
+    account_mail_allowance_take,
+    account_signup,
+    account_signup_confirm,
+    account_signup_link_valid,
+)
 
 
 class SignupForm(UserCreationForm):
@@ -32,14 +41,26 @@ class SignupForm(UserCreationForm):
         field_classes = {"username": UsernameField}
 
     def clean_email(self) -> str:
-        email = get_user_model().objects.normalize_email(self.cleaned_data["email"].strip())
-        # Case-insensitive: addresses differing in case reach the same mailbox, and a reset
-        # sent to one must not open another's account.
-        if get_user_model().objects.filter(email__iexact=email).exists():
-            raise forms.ValidationError(
-                "An account with this e-mail address already exists. Log in, or reset its password."
-            )
-        return email
+        # Whether the address has an account is not checked here: an error would tell anybody
+        # who owns an account; account_signup mails that address's owner instead.
+        return str(get_user_model().objects.normalize_email(self.cleaned_data["email"].strip()))
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's view, with at most so many e-mails per address and per client an hour.
+
+    Past a limit the form answers as always ("check your e-mail") and sends nothing.
+    """
+
+    email_template_name = "registration/password_reset_email.txt"
+    subject_template_name = "registration/password_reset_subject.txt"
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        if not account_mail_allowance_take(
+            email=form.cleaned_data["email"], client=client_address(self.request)
+        ):
+            return HttpResponseRedirect(self.get_success_url())
+        return super().form_valid(form)
 
 
 class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
@@ -62,19 +83,54 @@ def _next_url(request: HttpRequest) -> str:
     return reverse("checklist:team")
 
 
+def _base_url(request: HttpRequest) -> str:
+    # Like Django's password-reset links: the host the form was posted to (ALLOWED_HOSTS).
+    return request.build_absolute_uri("/").rstrip("/")
+
+
 def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect(_next_url(request))
     # UserCreationForm runs AUTH_PASSWORD_VALIDATORS and names the field that failed.
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = form.save()
-        # Several authentication backends (django-axes first): name the one that fits.
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect(_next_url(request))
+        account_signup(
+            username=form.cleaned_data["username"],
+            email=form.cleaned_data["email"],
+            password=form.cleaned_data["password1"],
+            client=client_address(request),
+            base_url=_base_url(request),
+            next_url=_next_url(request),
+        )
+        # The same answer whether the address is new, known, or over its mail limit.
+        return redirect("signup_sent")
     return render(
         request,
         "registration/signup.html",
         {"form": form, "next": request.POST.get("next") or request.GET.get("next", "")},
         status=400 if request.method == "POST" else 200,
+    )
+
+
+def signup_sent(request: HttpRequest) -> HttpResponse:
+    return render(request, "registration/signup_sent.html")
+
+
+def signup_confirm(request: HttpRequest, uidb64: str, token: str) -> HttpResponse:
+    """GET shows a button, POST activates the account and logs in (which spends the link):
+    mail scanners that open links must not use it up before its reader does."""
+    if request.method == "POST":
+        user = account_signup_confirm(uidb64=uidb64, token=token)
+        if user is not None:
+            # Several authentication backends (django-axes first): name the one that fits.
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect(_next_url(request))
+        valid = False
+    else:
+        valid = account_signup_link_valid(uidb64=uidb64, token=token)
+    return render(
+        request,
+        "registration/signup_confirm.html",
+        {"validlink": valid, "next": request.GET.get("next", "")},
+        status=200 if valid else 400,
     )

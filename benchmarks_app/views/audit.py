@@ -20,7 +20,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
-from benchmarks_app.formatting import percent_interval_text
+from benchmarks_app.formatting import percent_interval_text, whole_number
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus, Scanner
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.selectors.audit import (
@@ -267,7 +267,7 @@ def scanner(request: HttpRequest, name: str) -> HttpResponseBase:
     try:
         report = audit_report(
             scanner_name=name,
-            run_id=int(run_id) if run_id and run_id.isdigit() else None,
+            run_id=whole_number(run_id),
             dataset=request.GET.get("dataset") or None,
             release=request.GET.get("release") or None,
             judge=request.GET.get("judge") or None,

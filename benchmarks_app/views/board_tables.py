@@ -27,6 +27,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 
+from benchmarks_app.formatting import whole_number
 from benchmarks_app.selectors.board_ordering import Column as OrderColumn
 from benchmarks_app.selectors.board_ordering import board_order_by
 from benchmarks_app.views.tables import Column, SortableTable, csv_value, resolve
@@ -56,7 +57,7 @@ class Pager:
 def _page_number(raw: str) -> int:
     # A page number that is not a positive integer is the first page, as an unknown sort
     # key is the default order: a link cut short still shows the board.
-    return int(raw) if raw.isascii() and raw.isdigit() and 0 < int(raw) < 10**9 else 1
+    return whole_number(raw, maximum=10**9 - 1) or 1
 
 
 class BoardTable(SortableTable):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scoring.audit.types import BEST_PRACTICES, HIGH, INFO, LOW, MEDIUM, ScanItem, TruthItem
+from scoring.json_text import json_loads
 
 RESERVED_FOLDERS = {"repos", "source_of_truth", "recorded"}
 
@@ -212,7 +213,7 @@ def loads(raw: bytes | str) -> Any:
     if not (raw.strip() if isinstance(raw, bytes | str) else raw):
         raise ParseError("empty file")
     try:
-        return json.loads(raw)
+        return json_loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ParseError(f"not valid JSON ({exc})") from exc
     except RecursionError:

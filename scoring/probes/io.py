@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from scoring.json_text import json_loads
 from scoring.probes.types import HUMAN_LABELS, ProbeSpec, ResponseSpec
 
 FORMATS = ("jsonl", "xstest")
@@ -53,7 +54,7 @@ def _jsonl_records(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json_loads(line)
         except json.JSONDecodeError as exc:
             errors.append(f"line {lineno}: invalid JSON ({exc.msg})")
             continue

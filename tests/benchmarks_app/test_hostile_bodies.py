@@ -123,6 +123,65 @@ def test_deep_json_on_the_probe_api_and_form(
     assert _nothing_stored()
 
 
+# --- issue 23 row 14: an integer over Python's digit limit ----------------------------------
+
+HUGE = "9" * 100_000
+
+
+def _no_python(text: str) -> None:
+    assert "sys." not in text and "int_max_str_digits" not in text, text[:500]
+    assert "Exceeds the limit" not in text
+
+
+def test_a_huge_integer_in_a_json_body_is_a_400_saying_it_is_too_large(
+    api: APIClient, repo: Repo, suite: Any
+) -> None:
+    body = '{"suite": "mini", "model": "m", "responses": [{"probe_id": "w1", "output": %s}]}'
+    for url in (reverse("api:probes-submit"), _audit_url(repo), "/api/auth/token/"):
+        answer = api.post(url, body % HUGE, content_type="application/json")
+        assert answer.status_code == 400, url
+        _no_python(answer.content.decode())
+        [reason] = _reasons(answer, "body")
+        assert "too large" in reason and "line 1" in reason
+    assert _nothing_stored()
+
+
+def test_a_huge_integer_in_a_file_or_query_is_a_clear_error(
+    api: APIClient, client: Any, user: Any, repo: Repo, suite: Any
+) -> None:
+    line = '{"probe_id": "w1", "output": "x", "n": ' + HUGE + "}\n"
+    answer = api.post(
+        reverse("api:probes-submit"),
+        {"suite": "mini", "model": "m", "file": SimpleUploadedFile("r.jsonl", line.encode())},
+        format="multipart",
+    )
+    assert answer.status_code == 400
+    _no_python(answer.content.decode())
+    assert any("line 1" in r and "too large" in r for r in _reasons(answer, "file"))
+    findings = ('[{"title": "t", "severity": "high", "confidence": ' + HUGE + "}]").encode()
+    answer = api.post(
+        _audit_url(repo, ""),
+        {"scanner": "mytool", "file": SimpleUploadedFile("results.json", findings)},
+        format="multipart",
+    )
+    assert answer.status_code == 400
+    _no_python(answer.content.decode())
+    assert any("too large" in r for r in _reasons(answer, "file"))
+    # Query parameters: a 400 naming the parameter (a 500 before), or the default page.
+    answer = api.get("/api/runs/", {"page_size": HUGE})
+    assert answer.status_code == 400 and _reasons(answer, "page_size")
+    answer = api.get(reverse("api:audit-report", args=["mytool"]), {"run": HUGE})
+    assert answer.status_code == 400 and _reasons(answer, "run")
+    answer = api.get("/api/audit/leaderboard/", {"release": HUGE})
+    assert answer.status_code == 400 and _reasons(answer, "release")
+    client.force_login(user)
+    for page in ("/audit/scanners/mytool/", "/audit/", "/probes/"):
+        shown = client.get(page, {"run": HUGE, "page": HUGE, "release": HUGE})
+        assert shown.status_code in (200, 404), page
+        _no_python(shown.content.decode())
+    assert _nothing_stored()
+
+
 # --- item 4: NUL characters ------------------------------------------------------------------
 
 

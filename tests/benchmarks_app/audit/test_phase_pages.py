@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from benchmarks_app.models import EvaluationRun, Repo, Scanner
 from benchmarks_app.models.audit import DatasetRelease
-from benchmarks_app.services.phases import phase_create
+from benchmarks_app.services.phases import phase_create, phase_reveal
 from benchmarks_app.services.runs import run_wait
 from tests.benchmarks_app.audit.conftest import publish_dataset
 from tests.factories.audit import RepoFactory, TruthFindingFactory
@@ -114,6 +114,56 @@ def test_a_hidden_phase_board_page_says_so_and_shows_only_your_rows(
     mine = signed_in(user).get("/audit/?phase=final").content.decode()
     assert "you see only your own scanners" in mine and "mytool" in mine
     assert "mytool" not in signed_in(other).get("/audit/?phase=final").content.decode()
+
+
+def _hidden_final(release: DatasetRelease) -> Any:
+    now = timezone.now()
+    return phase_create(
+        target=release,
+        name="Final",
+        slug="final",
+        starts_at=now - timedelta(hours=1),
+        ends_at=now + timedelta(days=1),
+        is_hidden=True,
+    )
+
+
+def _scanner_names(client: Client) -> dict[str, int]:
+    answer = client.get("/api/audit/scanners/")
+    assert answer.status_code == 200
+    return {row["name"]: row["run_count"] for row in answer.json()["results"]}
+
+
+def test_a_hidden_phase_entrant_is_shown_to_its_owner_and_staff_only(
+    user: Any, other: Any, staff: Any, repo: Repo
+) -> None:
+    phase = _hidden_final(DatasetRelease.objects.get(dataset__slug="ds"))
+    run = submitted(signed_in(user), repo, [HIT])
+    assert run.phase_id == phase.pk
+    Scanner.objects.create(name="imported-tool")  # no run: listed as before
+    page = "/audit/scanners/mytool/"
+    for outsider in (Client(), signed_in(other)):
+        assert _scanner_names(outsider) == {"imported-tool": 0}
+        assert outsider.get(page).status_code == 404
+        scanner_id = Scanner.objects.get(name="mytool").pk
+        assert outsider.get(f"/api/audit/scanners/{scanner_id}/").status_code == 404
+        assert outsider.get("/api/audit/reports/mytool/").status_code == 404
+    for insider in (signed_in(user), signed_in(staff)):
+        assert _scanner_names(insider)["mytool"] == 1
+        assert insider.get(page).status_code == 200
+        assert insider.get("/api/audit/reports/mytool/").status_code == 200
+    # Revealed, the entrant is everybody's to see.
+    phase_reveal(phase=phase)
+    assert _scanner_names(Client()) == {"imported-tool": 0, "mytool": 1}
+    assert Client().get(page).status_code == 200
+
+
+def test_run_count_leaves_out_hidden_phase_runs(user: Any, other: Any, repo: Repo) -> None:
+    submitted(signed_in(user), repo, [HIT])  # before any phase: public
+    _hidden_final(DatasetRelease.objects.get(dataset__slug="ds"))
+    submitted(signed_in(user), repo, [{**HIT, "title": "Another"}])
+    assert _scanner_names(signed_in(other)) == {"mytool": 1}
+    assert _scanner_names(signed_in(user)) == {"mytool": 2}
 
 
 def test_the_owner_chooses_a_run_on_its_page(user: Any, other: Any, repo: Repo) -> None:

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core import mail
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import IntegrityError
 from django.test import Client
@@ -39,7 +42,15 @@ def _fields(response: object) -> dict[str | None, str]:
 # --- sign-up -------------------------------------------------------------------------------
 
 
-def test_signup_creates_and_logs_in_the_user() -> None:
+def _confirm(client: Client) -> Any:
+    """Open the sign-up mail's link and confirm; the answer of the confirmation."""
+    match = re.search(r"http://testserver(/accounts/signup/confirm/\S+)", mail.outbox[-1].body)
+    assert match, mail.outbox[-1].body
+    page = client.get(match.group(1))
+    return client.post(match.group(1), {"next": page.context["next"]})
+
+
+def test_signup_creates_and_logs_in_the_user_once_confirmed() -> None:
     client = Client()
     response = client.post(
         reverse("signup"),
@@ -51,6 +62,8 @@ def test_signup_creates_and_logs_in_the_user() -> None:
         },
     )
     assert response.status_code == 302
+    assert response["Location"] == reverse("signup_sent")
+    response = _confirm(client)
     assert response["Location"] == reverse("checklist:team")
     user = get_user_model().objects.get(username="newcomer")
     assert user.check_password("plover-Quartz-917")
@@ -66,12 +79,14 @@ def test_signup_follows_a_local_next_only() -> None:
         "password1": "plover-Quartz-917",
         "password2": "plover-Quartz-917",
     }
-    response = Client().post(reverse("signup") + "?next=/checklist/submit/", data)
-    assert response["Location"] == "/checklist/submit/"
+    client = Client()
+    client.post(reverse("signup") + "?next=/checklist/submit/", data)
+    assert _confirm(client)["Location"] == "/checklist/submit/"
     data["username"] = "a2"
     data["email"] = "a2@example.org"
-    response = Client().post(reverse("signup"), {**data, "next": "https://evil.example/"})
-    assert response["Location"] == reverse("checklist:team")
+    client = Client()
+    client.post(reverse("signup"), {**data, "next": "https://evil.example/"})
+    assert _confirm(client)["Location"] == reverse("checklist:team")
 
 
 def test_signup_refuses_a_weak_password_naming_the_field() -> None:

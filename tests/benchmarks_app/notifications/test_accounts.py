@@ -26,13 +26,45 @@ def _signup(client: Client, **fields: str) -> Any:
     return client.post(reverse("signup"), data)
 
 
-def test_signup_stores_the_email() -> None:
+def _confirm_link(body: str) -> str:
+    match = re.search(r"http://testserver(/accounts/signup/confirm/\S+/(?:\?\S+)?)", body)
+    assert match, body
+    return match.group(1)
+
+
+def test_signup_is_confirmed_by_the_emailed_link_and_stores_the_email() -> None:
     client = Client()
     response = _signup(client, email="Newcomer@Example.ORG")
     assert response.status_code == 302
+    assert response["Location"] == reverse("signup_sent")
     user = get_user_model().objects.get(username="newcomer")
     assert user.email == "Newcomer@example.org"  # the domain is normalised
-    assert client.session["_auth_user_id"] == str(user.pk)
+    assert not user.is_active and "_auth_user_id" not in client.session
+    [message] = mail.outbox
+    assert message.to == ["Newcomer@example.org"] and "newcomer" in message.body
+    link = _confirm_link(str(message.body))
+    # Opening the link (a mail scanner does) spends nothing; the button confirms.
+    page = client.get(link)
+    assert page.status_code == 200 and page.context["validlink"] is True
+    assert client.get(link).context["validlink"] is True
+    done = client.post(link, {"next": page.context["next"]})
+    assert done.status_code == 302
+    user.refresh_from_db()
+    assert user.is_active and client.session["_auth_user_id"] == str(user.pk)
+    assert user.check_password("plover-Quartz-917")
+    # The link works once.
+    again = Client().get(link)
+    assert again.status_code == 400 and again.context["validlink"] is False
+
+
+def test_a_signup_link_is_not_a_password_reset_link() -> None:
+    _signup(Client(), email="two@example.org")
+    link = _confirm_link(str(mail.outbox[0].body))
+    _, _, _, _, uid, token = link.split("?")[0].rstrip("/").split("/")
+    reset = Client().get(
+        reverse("password_reset_confirm", kwargs={"uidb64": uid, "token": token}), follow=True
+    )
+    assert reset.context["validlink"] is False
 
 
 @pytest.mark.parametrize(
@@ -47,12 +79,35 @@ def test_signup_without_a_valid_email_is_refused(email: str, message: str) -> No
     assert f"E-mail address: {message}".encode() in response.content
 
 
-def test_signup_email_is_unique_ignoring_case() -> None:
-    UserFactory.create(username="first", email="taken@example.org")
-    response = _signup(Client(), email="TAKEN@example.ORG")
-    assert response.status_code == 400
-    assert "already exists" in response.context["form"].errors["email"][0]
-    assert not get_user_model().objects.filter(username="newcomer").exists()
+def test_signup_with_a_known_email_answers_like_a_new_one_and_mails_the_owner() -> None:
+    owner = UserFactory.create(username="first", email="taken@example.org")
+    new = _signup(Client(), email="fresh@example.org", username="newcomer")
+    known = _signup(Client(), email="TAKEN@example.ORG", username="other")
+    # The same answer, byte for byte, whether or not the address has an account.
+    assert (known.status_code, known["Location"]) == (new.status_code, new["Location"])
+    followed = [Client().get(r["Location"]).content for r in (new, known)]
+    assert followed[0] == followed[1]
+    assert b"already exists" not in followed[1]
+    # No second account; the owner is told, with where to reset the password.
+    assert not get_user_model().objects.filter(username="other").exists()
+    assert get_user_model().objects.filter(email__iexact="taken@example.org").count() == 1
+    to_owner = [m for m in mail.outbox if m.to == [owner.email]]
+    assert len(to_owner) == 1
+    assert "tried to sign up" in to_owner[0].subject
+    assert f"http://testserver{reverse('password_reset')}" in to_owner[0].body
+    assert "/accounts/signup/confirm/" not in to_owner[0].body
+
+
+def test_signup_again_with_an_unconfirmed_address_sends_its_link_again() -> None:
+    _signup(Client(), email="slow@example.org", username="slow")
+    _signup(Client(), email="slow@example.org", username="slow2")
+    assert not get_user_model().objects.filter(username="slow2").exists()
+    assert len(mail.outbox) == 2
+    assert "slow" in mail.outbox[1].body
+    link = _confirm_link(str(mail.outbox[1].body))
+    client = Client()
+    assert client.post(link).status_code == 302
+    assert get_user_model().objects.get(username="slow").is_active
 
 
 def test_signup_page_asks_for_the_email() -> None:
@@ -142,3 +197,56 @@ def test_reset_works_under_the_lockout_and_lifts_it() -> None:
     logged_in = client.post(reverse("login"), {"username": user.username, "password": NEW_PASSWORD})
     assert logged_in.status_code == 302
     assert client.session["_auth_user_id"] == str(user.pk)
+
+
+# --- mail limits (issue 23 row 11) -------------------------------------------------------
+
+
+@override_settings(ACCOUNT_MAILS_PER_ADDRESS_HOUR=3, ACCOUNT_MAILS_PER_CLIENT_HOUR=100)
+def test_reset_mails_to_one_address_are_capped_with_the_same_answer() -> None:
+    user = UserFactory.create(email="target@example.org")
+    answers = []
+    for i in range(20):
+        # From many clients: the cap is the address's, whoever asks.
+        response = Client(REMOTE_ADDR=f"10.1.0.{i}").post(
+            reverse("password_reset"), {"email": "Target@example.org"}
+        )
+        answers.append((response.status_code, response["Location"]))
+    assert set(answers) == {(302, reverse("password_reset_done"))}
+    assert len(mail.outbox) == 3
+    assert all(m.to == [user.email] for m in mail.outbox)
+
+
+@override_settings(ACCOUNT_MAILS_PER_ADDRESS_HOUR=3, ACCOUNT_MAILS_PER_CLIENT_HOUR=4)
+def test_reset_mails_from_one_client_are_capped_known_address_or_not() -> None:
+    for i in range(6):
+        UserFactory.create(email=f"u{i}@example.org")
+    client = Client(REMOTE_ADDR="10.2.0.1")
+    answers = set()
+    # Unknown addresses spend the client's allowance too: a limit reached only by known
+    # addresses would tell which are known.
+    for address in ["nobody@example.org", "u0@example.org", "ghost@example.org"]:
+        answers.add(client.post(reverse("password_reset"), {"email": address})["Location"])
+    for i in range(1, 6):
+        answers.add(
+            client.post(reverse("password_reset"), {"email": f"u{i}@example.org"})["Location"]
+        )
+    assert answers == {reverse("password_reset_done")}
+    assert [m.to for m in mail.outbox] == [["u0@example.org"], ["u1@example.org"]]
+    # Another client is not held back by this one.
+    Client(REMOTE_ADDR="10.2.0.2").post(reverse("password_reset"), {"email": "u5@example.org"})
+    assert mail.outbox[-1].to == ["u5@example.org"]
+
+
+@override_settings(ACCOUNT_MAILS_PER_ADDRESS_HOUR=2, ACCOUNT_MAILS_PER_CLIENT_HOUR=100)
+def test_signup_mails_share_the_address_cap() -> None:
+    UserFactory.create(email="owner@example.org")
+    answers = {
+        _signup(Client(), email="owner@example.org", username=f"try{i}")["Location"]
+        for i in range(5)
+    }
+    assert answers == {reverse("signup_sent")}
+    assert len(mail.outbox) == 2
+    # Resets to that address wait for the hour too: one allowance for all account mail.
+    Client().post(reverse("password_reset"), {"email": "owner@example.org"})
+    assert len(mail.outbox) == 2

@@ -172,6 +172,42 @@ def test_a_hidden_phase_board_shows_staff_all_participants_their_own(suite, subm
     assert probe_leaderboard(suite_name="mini") == []
 
 
+def test_a_hidden_phase_shows_a_participant_their_score_without_a_rank(client, suite, submit):
+    phase = _phase(suite, hidden=True)
+    alice, staff = UserFactory.create(), StaffFactory.create()
+    # Alice's entry is second of two on the phase's board.
+    submit(suite_name="mini", model_name="top-m", text=responses_jsonl(GOOD), owner=UserFactory())
+    a = submit(suite_name="mini", model_name="alice-m", text=responses_jsonl(BAD), owner=alice)
+    report = probe_report(submission_id=a.probe_submission_id, user=alice)
+    assert report["board"]["rank"] is None and report["board"]["entries"] is None
+    assert report["board"]["rank_low"] is None and report["board"]["rank_high"] is None
+    assert report["metrics"]["indices"]["resilience_index"] is not None  # the score stays
+    [row] = probe_leaderboard(phase=phase, user=alice)
+    assert (row["model"], row["rank"], row["rank_low"], row["tied"]) == (
+        "alice-m",
+        None,
+        None,
+        False,
+    )
+    api = APIClient()
+    api.force_authenticate(alice)
+    served = api.get(reverse("api:probes-report", args=[a.probe_submission_id])).json()
+    assert served["board"]["rank"] is None and served["board"]["entries"] is None
+    board = api.get(reverse("api:probes-leaderboard"), {"suite": "mini", "phase": "final"}).json()
+    assert [(r["model"], r["rank"]) for r in board["results"]] == [("alice-m", None)]
+    client.force_login(alice)
+    page = client.get(reverse("probes:submission", args=[a.probe_submission_id])).content.decode()
+    assert 'id="probe-board-hidden"' in page and "Rank " not in page
+    # Staff see the place; once revealed, so does everybody.
+    assert probe_report(submission_id=a.probe_submission_id, user=staff)["board"]["rank"] == 2
+    phase_reveal(phase=phase)
+    shown = probe_report(submission_id=a.probe_submission_id, user=alice)["board"]
+    assert (shown["rank"], shown["entries"]) == (2, 2)
+    client.force_login(alice)
+    page = client.get(reverse("probes:submission", args=[a.probe_submission_id])).content.decode()
+    assert "Rank 2 of 2" in page
+
+
 def test_method_metadata_is_stored_shown_and_checked(suite, submit):
     submit(
         suite_name="mini",
