@@ -41,6 +41,7 @@ from benchmarks_app.services.probes import (
     ProbeFormatError,
     ProbeOwnershipError,
     ProbeSubmissionRefused,
+    probe_responses_count_problem,
     probe_submission_choose,
     probe_submission_submit,
 )
@@ -275,6 +276,14 @@ class ProbeSubmissionCreateView(APIView):
 
     @extend_schema(request=SubmissionInputSerializer, responses={201: SubmissionCreatedSerializer})
     def post(self, request: Request) -> Response:
+        raw = request.data.get("responses") if isinstance(request.data, dict) else None
+        if isinstance(raw, list):
+            # Counted before the serializer validates (and copies) every item of the list.
+            too_many = probe_responses_count_problem(
+                suite_name=str(request.data.get("suite") or ""), count=len(raw)
+            )
+            if too_many:
+                raise ValidationError({"responses": [too_many]})
         serializer = SubmissionInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -7,12 +7,23 @@ import json
 
 from django.conf import settings
 
+from scoring.limits import TextLimits
+
 #: Problems listed for one upload; the rest are counted ("… and 618 more problems").
 MAX_ERRORS_SHOWN = 20
 
 
 def upload_max_bytes() -> int:
     return int(settings.UPLOAD_MAX_MB) * 1024 * 1024
+
+
+def upload_text_limits() -> TextLimits:
+    """The site's limits on one field of an uploaded finding or response (``UPLOAD_MAX_*``)."""
+    return TextLimits(
+        title=int(settings.UPLOAD_MAX_TITLE_CHARS),
+        ref=int(settings.UPLOAD_MAX_REF_CHARS),
+        text=int(settings.UPLOAD_MAX_TEXT_CHARS),
+    )
 
 
 def upload_limit_text() -> str:

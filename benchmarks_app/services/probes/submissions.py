@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.template.defaultfilters import pluralize
@@ -39,9 +40,15 @@ from benchmarks_app.services.probes.refusal import (
 )
 from benchmarks_app.services.probes.rules import judge_config, pattern_rules_install_defaults
 from benchmarks_app.services.runs import run_create
-from benchmarks_app.services.uploads import json_document_problem, upload_too_large
+from benchmarks_app.services.uploads import (
+    json_document_problem,
+    upload_text_limits,
+    upload_too_large,
+)
+from scoring.limits import TextLimits, too_long
 from scoring.probes.io import (
     ProbeFormatError,
+    RowCapExceeded,
     check_responses,
     detect_format,
     parse_responses,
@@ -120,6 +127,39 @@ def _run_config(suite: ProbeSuite, source: str = "suite") -> dict[str, Any]:
     return {**judge_config(), "refusal": refusal}
 
 
+def _too_many_rows(suite_name: str, probes: int, max_rows: int, line: int | None = None) -> str:
+    spare = max_rows - probes
+    return (
+        f"more than {max_rows:,} responses: suite {suite_name!r} has {probes:,} probe"
+        f"{pluralize(probes)}, so at most {max_rows:,} rows are read (one per probe, plus "
+        f"{spare} spare, PROBE_RESPONSES_EXTRA_ROWS)"
+        + (f"; reading stopped at line {line:,}" if line is not None else "")
+    )
+
+
+def probe_responses_count_problem(*, suite_name: str, count: int) -> str | None:
+    """Why ``count`` responses to ``suite_name`` are too many (``None``: not too many, or no
+    such suite, which the submission itself reports): checked on a request's raw list before
+    a serializer validates each of its items."""
+    probes = ProbeSuite.objects.filter(name=suite_name).values_list("probes", flat=True).count()
+    max_rows = probes + int(settings.PROBE_RESPONSES_EXTRA_ROWS)
+    if not probes or count <= max_rows:
+        return None
+    return _too_many_rows(suite_name, probes, max_rows)
+
+
+def response_fields_overlong(responses: Sequence[ResponseSpec], limits: TextLimits) -> list[str]:
+    """``response N: field 'output': ...`` for each response field over its limit (numbered
+    from 1, as given): responses sent as a list, not a file, get the same limits."""
+    out = []
+    for i, response in enumerate(responses, start=1):
+        for name, value in (("probe_id", response.probe_id), ("output", response.output)):
+            limit = limits.for_key(name)
+            if len(value) > limit:
+                out.append(too_long(f"response {i}: field '{name}'", len(value), limit))
+    return out
+
+
 @transaction.atomic
 def probe_submission_submit(
     *,
@@ -164,14 +204,29 @@ def probe_submission_submit(
         source=source,
     )
     phase = _phase_and_quota(suite, owner, source)
+    probes = {p.probe_id: p for p in suite.probes.all()}
+    if not probes:
+        raise ProbeFormatError(source, [f"suite {suite_name!r} has no probes; import them first"])
+    # One response per probe: a file with many more rows is refused while it is read, at the
+    # first row past the cap, instead of after building a record of each of its rows.
+    max_rows = len(probes) + int(settings.PROBE_RESPONSES_EXTRA_ROWS)
+    limits = upload_text_limits()
     if responses is None:
         document = json_document_problem(text or "", source) if fmt == "jsonl" else None
         if document:
             raise ProbeFormatError(source, [document])
-        responses = parse_responses(text or "", fmt, source)
-    probes = {p.probe_id: p for p in suite.probes.all()}
-    if not probes:
-        raise ProbeFormatError(source, [f"suite {suite_name!r} has no probes; import them first"])
+        try:
+            responses = parse_responses(text or "", fmt, source, max_rows=max_rows, limits=limits)
+        except RowCapExceeded as exc:
+            raise ProbeFormatError(
+                source, [_too_many_rows(suite_name, len(probes), max_rows, exc.line)]
+            ) from None
+    else:
+        if len(responses) > max_rows:
+            raise ProbeFormatError(source, [_too_many_rows(suite_name, len(probes), max_rows)])
+        overlong = response_fields_overlong(responses, limits)
+        if overlong:
+            raise ProbeFormatError(source, overlong)
     check_responses(list(responses), probes.keys(), source)
     config = _run_config(suite, source)
     if not config["rules"]:
