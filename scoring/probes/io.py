@@ -7,11 +7,10 @@ can refuse a file as a whole and report all of its problems at once.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -58,9 +57,21 @@ class RowCapExceeded(ProbeFormatError):
         super().__init__(source, [f"more than {max_rows:,} rows (reading stopped at line {line})"])
 
 
-def _lines(text: str | Iterable[str]) -> Iterable[str]:
-    """The lines of a whole text (lazily: no list of every line) or of a stream of lines."""
-    return io.StringIO(text) if isinstance(text, str) else text
+def _lines(text: str | Iterable[str]) -> Iterator[str]:
+    """The lines of a whole text, endings kept, or of a stream of lines: one at a time, so
+    that a reader that stops early costs no list of every line (nor, as ``io.StringIO``
+    would, a copy of the text at four bytes a character)."""
+    if not isinstance(text, str):
+        yield from text
+        return
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            yield text[start:]
+            return
+        yield text[start : stop + 1]
+        start = stop + 1
 
 
 def _overlong(where: str, row: dict[str, Any], limits: TextLimits) -> list[str]:
