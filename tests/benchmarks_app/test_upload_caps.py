@@ -19,7 +19,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from benchmarks_app.models import EvaluationRun, Repo, Response, ResponseSubmission, ScanFinding
-from benchmarks_app.services.probes import probe_suite_import
+from benchmarks_app.services.probes import probe_submission_submit, probe_suite_import
 from scoring.probes.io import ProbeFormatError, RowCapExceeded, parse_responses
 from tests.benchmarks_app.probes.conftest import GOOD, PROBES, jsonl
 from tests.factories.audit import RepoFactory, TruthFindingFactory
@@ -130,6 +130,18 @@ def test_a_million_row_csv_is_refused_naming_the_cap_and_the_suite(
     )
     assert page.status_code == 400
     assert "more than 14 responses" in page.content.decode()
+    assert _nothing_stored()
+
+
+def test_the_submission_reads_no_further_than_the_cap(suite: Any) -> None:
+    lines = CountingLines(io.StringIO(_million_row_csv()))
+    with pytest.raises(ProbeFormatError) as info:
+        probe_submission_submit(suite_name="mini", model_name="m", text=lines, fmt="xstest")
+    assert lines.read <= 4 + 10 + 2
+    assert info.value.errors == [
+        "more than 14 responses: suite 'mini' has 4 probes, so at most 14 rows are read (one "
+        "per probe, plus 10 spare, PROBE_RESPONSES_EXTRA_ROWS); reading stopped at line 16"
+    ]
     assert _nothing_stored()
 
 
