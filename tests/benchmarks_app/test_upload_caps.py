@@ -20,6 +20,8 @@ from rest_framework.test import APIClient
 
 from benchmarks_app.models import EvaluationRun, Repo, Response, ResponseSubmission, ScanFinding
 from benchmarks_app.services.probes import probe_submission_submit, probe_suite_import
+from scoring.audit.parsing import FindingProblems, parse_scan
+from scoring.limits import TextLimits
 from scoring.probes.io import ProbeFormatError, RowCapExceeded, parse_responses
 from tests.benchmarks_app.probes.conftest import GOOD, PROBES, jsonl
 from tests.factories.audit import RepoFactory, TruthFindingFactory
@@ -345,3 +347,27 @@ def test_a_bundled_completions_file_is_accepted_unchanged(api: APIClient) -> Non
     assert Response.objects.count() == 450
     longest = max(Response.objects.values_list("output", flat=True), key=len)
     assert len(longest) == 1461
+
+
+def test_nested_fields_keys_and_file_level_fields_are_capped_too() -> None:
+    limits = TextLimits(title=10, ref=20, text=30)
+    data = {
+        "project": "p",
+        "notes": "n" * 31,
+        "findings": [
+            FINDING | {"title": "short"},
+            {"title": "ok", "severity": "high", "extra": {"steps": ["s", "x" * 31]}},
+            {"title": "ok", "severity": "high", "k" * 21: "v"},
+        ],
+    }
+    with pytest.raises(FindingProblems) as info:
+        parse_scan(data, limits=limits)
+    assert info.value.problems == [
+        "results.notes: 31 characters, more than the 30 allowed",
+        "finding 2.extra.steps.1: 31 characters, more than the 30 allowed",
+        "finding 3 (a key): 21 characters, more than the 20 allowed",
+    ]
+    data["notes"] = "n"
+    del data["findings"][1:]
+    findings, _ = parse_scan(data, limits=limits)
+    assert [f.title for f in findings] == ["short"]
