@@ -142,7 +142,7 @@ def test_the_submission_reads_no_further_than_the_cap(suite: Any) -> None:
     assert lines.read <= 4 + 10 + 2
     assert info.value.errors == [
         "more than 14 responses: suite 'mini' has 4 probes, so at most 14 rows are read (one "
-        "per probe, plus 10 spare, PROBE_RESPONSES_EXTRA_ROWS); reading stopped at line 16"
+        "per probe, plus 10 spare); reading stopped at line 16"
     ]
     assert _nothing_stored()
 

@@ -22,6 +22,7 @@ from benchmarks_app.models import (
     Benchmark,
     EvaluationRun,
     Phase,
+    Probe,
     ProbeSuite,
     Response,
     ResponseSubmission,
@@ -167,8 +168,7 @@ def _too_many_rows(suite_name: str, probes: int, max_rows: int, line: int | None
     return (
         f"more than {max_rows:,} responses: suite {suite_name!r} has {probes:,} probe"
         f"{pluralize(probes)}, so at most {max_rows:,} rows are read (one per probe, plus "
-        f"{spare} spare, PROBE_RESPONSES_EXTRA_ROWS)"
-        + (f"; reading stopped at line {line:,}" if line is not None else "")
+        f"{spare} spare)" + (f"; reading stopped at line {line:,}" if line is not None else "")
     )
 
 
@@ -176,7 +176,7 @@ def probe_responses_count_problem(*, suite_name: str, count: int) -> str | None:
     """Why ``count`` responses to ``suite_name`` are too many (``None``: not too many, or no
     such suite, which the submission itself reports): checked on a request's raw list before
     a serializer validates each of its items."""
-    probes = ProbeSuite.objects.filter(name=suite_name).values_list("probes", flat=True).count()
+    probes = Probe.objects.filter(suite__name=suite_name).count()
     max_rows = probes + int(settings.PROBE_RESPONSES_EXTRA_ROWS)
     if not probes or count <= max_rows:
         return None
