@@ -172,6 +172,14 @@ WHITENOISE_USE_FINDERS = DEBUG
 UPLOAD_MAX_MB = envparse.env_int(ENV, "UPLOAD_MAX_MB", 20, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_MB * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# The longest field of an uploaded finding or probe response, in characters: a title, a
+# reference (id, location, file, type, label) and any other free text (description, output);
+# longer is refused, naming the finding or line and the field, before any record is built.
+UPLOAD_MAX_TITLE_CHARS = envparse.env_int(ENV, "UPLOAD_MAX_TITLE_CHARS", 1_000, minimum=1)
+UPLOAD_MAX_REF_CHARS = envparse.env_int(ENV, "UPLOAD_MAX_REF_CHARS", 2_000, minimum=1)
+UPLOAD_MAX_TEXT_CHARS = envparse.env_int(ENV, "UPLOAD_MAX_TEXT_CHARS", 50_000, minimum=1)
+# A probe responses file is read up to (the suite's probes + this) rows, then refused.
+PROBE_RESPONSES_EXTRA_ROWS = envparse.env_int(ENV, "PROBE_RESPONSES_EXTRA_ROWS", 10, minimum=0)
 
 # Queue (django-q2): ORM broker by default, Redis when REDIS_URL is set.
 Q_CLUSTER = envparse.q_cluster(ENV)

@@ -44,11 +44,13 @@ from benchmarks_app.services.probes import (
     ProbeFormatError,
     ProbeOwnershipError,
     ProbeSubmissionRefused,
+    probe_responses_count_problem,
     probe_submission_choose,
     probe_submission_submit,
+    probe_submission_upload,
 )
 from benchmarks_app.services.uploads import errors_capped, upload_too_large
-from scoring.probes.io import FORMATS, detect_format
+from scoring.probes.io import FORMATS
 from scoring.probes.types import HUMAN_LABELS, ResponseSpec
 
 
@@ -278,21 +280,23 @@ class ProbeSubmissionCreateView(APIView):
 
     @extend_schema(request=SubmissionInputSerializer, responses={201: SubmissionCreatedSerializer})
     def post(self, request: Request) -> Response:
+        raw = request.data.get("responses") if isinstance(request.data, dict) else None
+        if isinstance(raw, list):
+            # Counted before the serializer validates (and copies) every item of the list.
+            too_many = probe_responses_count_problem(
+                suite_name=str(request.data.get("suite") or ""), count=len(raw)
+            )
+            if too_many:
+                raise ValidationError({"responses": [too_many]})
         serializer = SubmissionInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         kwargs: dict[str, Any] = {}
+        submit: Any = probe_submission_submit
         if data.get("file"):
-            upload = data["file"]
-            try:
-                text = upload.read().decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValidationError({"file": f"{upload.name}: not UTF-8 text"}) from exc
-            kwargs.update(
-                text=text,
-                fmt=data.get("format") or detect_format(upload.name, text),
-                source_name=upload.name,
-            )
+            # The form's service: the file is read line by line as it is parsed.
+            submit = probe_submission_upload
+            kwargs.update(upload=data["file"], fmt=data.get("format") or None)
         else:
             kwargs["responses"] = [
                 ResponseSpec(
@@ -306,7 +310,7 @@ class ProbeSubmissionCreateView(APIView):
         for name in ("method_name", "method_description", "method_url"):
             kwargs[name] = data.get(name, "")
         try:
-            run = probe_submission_submit(
+            run = submit(
                 suite_name=data["suite"], model_name=data["model"], owner=request.user, **kwargs
             )
         except ProbeOwnershipError as exc:

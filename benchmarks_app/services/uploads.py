@@ -3,9 +3,14 @@ read it, and (probe uploads) the problems that deserve one message rather than o
 
 from __future__ import annotations
 
+import codecs
 import json
+from collections.abc import Iterator
 
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+
+from scoring.limits import TextLimits
 
 #: Problems listed for one upload; the rest are counted ("… and 618 more problems").
 MAX_ERRORS_SHOWN = 20
@@ -13,6 +18,38 @@ MAX_ERRORS_SHOWN = 20
 
 def upload_max_bytes() -> int:
     return int(settings.UPLOAD_MAX_MB) * 1024 * 1024
+
+
+def upload_text_limits() -> TextLimits:
+    """The site's limits on one field of an uploaded finding or response (``UPLOAD_MAX_*``)."""
+    return TextLimits(
+        title=int(settings.UPLOAD_MAX_TITLE_CHARS),
+        ref=int(settings.UPLOAD_MAX_REF_CHARS),
+        text=int(settings.UPLOAD_MAX_TEXT_CHARS),
+    )
+
+
+def upload_lines(upload: UploadedFile) -> Iterator[str]:
+    """The upload's text one line at a time (endings kept), decoded as UTF-8 as it is read.
+
+    A reader that stops early (a row cap) reads no further than it got, and no copy of the
+    whole file is made; a line with no end (one 15 MB field) is joined once, not chunk by
+    chunk. Bytes that are not UTF-8 raise ``UnicodeDecodeError`` when reached.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pending: list[str] = []
+    for chunk in upload.chunks():
+        text = decoder.decode(chunk)
+        start = 0
+        while (stop := text.find("\n", start)) >= 0:
+            yield "".join(pending) + text[start : stop + 1]
+            pending.clear()
+            start = stop + 1
+        if start < len(text):
+            pending.append(text[start:])
+    tail = "".join(pending) + decoder.decode(b"", final=True)
+    if tail:
+        yield tail
 
 
 def upload_limit_text() -> str:
@@ -48,17 +85,20 @@ def json_document_problem(text: str, name: str) -> str | None:
     body = text.lstrip("\ufeff \t\r\n")
     if not body.startswith(("[", "{")):
         return None
-    first_line = body.split("\n", 1)[0].strip()
-    try:
-        json.loads(first_line)
-        return None  # the first line is a whole JSON value: JSON Lines (or one bad line)
-    except RecursionError:
-        return None  # one line nested too deeply: the line-by-line reader names that
-    except ValueError:
-        pass
+    first_line = body[: body.find("\n") if "\n" in body else len(body)].strip()
+    if body.startswith("{"):  # an array is never a JSON Lines record: parsed once, below
+        try:
+            json.loads(first_line)
+            return None  # the first line is a whole JSON value: JSON Lines (or one bad line)
+        except RecursionError:
+            return None  # one line nested too deeply: the line-by-line reader names that
+        except ValueError:
+            pass
     try:
         document = json.loads(body)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return None  # nested too deeply: the line-by-line reader names that
+    except ValueError:
         document = None
     if isinstance(document, list):
         what = f"a JSON array of {len(document)} item{'s' if len(document) != 1 else ''}"

@@ -16,6 +16,7 @@ from typing import Any
 
 from scoring.audit.types import BEST_PRACTICES, HIGH, INFO, LOW, MEDIUM, ScanItem, TruthItem
 from scoring.json_text import json_loads
+from scoring.limits import DEFAULT_LIMITS, TextLimits, overlong_fields
 
 RESERVED_FOLDERS = {"repos", "source_of_truth", "recorded"}
 
@@ -338,14 +339,21 @@ def _json_kind(value: Any) -> str:
 
 
 def parse_scan(
-    data: Any, *, max_findings: int | None = None, allow_untitled: bool = False
+    data: Any,
+    *,
+    max_findings: int | None = None,
+    allow_untitled: bool = False,
+    limits: TextLimits = DEFAULT_LIMITS,
 ) -> tuple[list[ScanRecord], dict[str, Any]]:
     """A list of findings, or ``{project, findings: [...], token_usage, ...}``; more than
-    ``max_findings`` findings, or a NUL character anywhere, is a ParseError.
+    ``max_findings`` findings, a field longer than ``limits`` or a NUL character anywhere is
+    a ParseError.
 
     Every bad finding is named, numbered from 1 (:class:`FindingProblems`), not only the
     first. A finding with neither title nor description is one of them unless
     ``allow_untitled`` (the participant confirmed it): it is then kept as ``(untitled)``.
+    Over-long fields are looked for first, over the decoded JSON, so that a file holding
+    one has no record built (nor its text searched for contract names) before it is refused.
     """
     metadata: dict[str, Any] = {}
     if isinstance(data, dict):
@@ -363,6 +371,12 @@ def parse_scan(
         raise ParseError(
             f"findings: {len(items)} findings; at most {max_findings} are accepted at once"
         )
+    overlong = list(overlong_fields(metadata, "results", limits))
+    overlong += [
+        p for i, item in enumerate(items) for p in overlong_fields(item, f"finding {i + 1}", limits)
+    ]
+    if overlong:
+        raise FindingProblems(overlong)
     for key, value in metadata.items():
         bad = str(key) if "\x00" in str(key) else nul_path(value, str(key))
         if bad is not None:
@@ -456,11 +470,13 @@ def _json_files(folder: Path) -> Iterable[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() == ".json")
 
 
-def read_scanner_folder(folder: Path, scanner: str, data: DataSet) -> None:
+def read_scanner_folder(
+    folder: Path, scanner: str, data: DataSet, *, limits: TextLimits = DEFAULT_LIMITS
+) -> None:
     for path in _json_files(folder):
         data.files_read += 1
         try:
-            findings, metadata = parse_scan(load_json(path))
+            findings, metadata = parse_scan(load_json(path), limits=limits)
         except ParseError as exc:
             data.problems.append(Problem(str(path), str(exc)))
             continue
@@ -476,8 +492,11 @@ def read_scanner_folder(folder: Path, scanner: str, data: DataSet) -> None:
         )
 
 
-def read_path(path: Path, *, scanner: str | None = None) -> DataSet:
-    """Read a data folder, a scanner folder (``scanner`` given) or a projects JSON file."""
+def read_path(
+    path: Path, *, scanner: str | None = None, limits: TextLimits = DEFAULT_LIMITS
+) -> DataSet:
+    """Read a data folder, a scanner folder (``scanner`` given) or a projects JSON file;
+    a scan file with a field longer than ``limits`` is a problem (and skipped)."""
     data = DataSet()
     if not path.exists():
         raise ParseError(f"{path}: no such file or folder")
@@ -492,7 +511,7 @@ def read_path(path: Path, *, scanner: str | None = None) -> DataSet:
         data.truths = truths
         return data
     if scanner:
-        read_scanner_folder(path, scanner, data)
+        read_scanner_folder(path, scanner, data, limits=limits)
         return data
     repos_dir = path / "repos"
     if repos_dir.is_dir():
@@ -517,5 +536,5 @@ def read_path(path: Path, *, scanner: str | None = None) -> DataSet:
     for sub in sorted(p for p in path.iterdir() if p.is_dir()):
         if sub.name in RESERVED_FOLDERS or sub.name.startswith("."):
             continue
-        read_scanner_folder(sub, sub.name, data)
+        read_scanner_folder(sub, sub.name, data, limits=limits)
     return data

@@ -7,16 +7,16 @@ can refuse a file as a whole and report all of its problems at once.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
 
 from scoring.json_text import json_loads
+from scoring.limits import DEFAULT_LIMITS, TextLimits, overlong_fields, too_long
 from scoring.probes.types import HUMAN_LABELS, ProbeSpec, ResponseSpec
 
 FORMATS = ("jsonl", "xstest")
@@ -48,11 +48,66 @@ def _pydantic_errors(where: str, exc: ValidationError) -> list[str]:
     return out
 
 
-def _jsonl_records(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
+class RowCapExceeded(ProbeFormatError):
+    """More rows than ``max_rows``: reading stopped there (``line`` is the line it stopped at);
+    the caller, who knows why that is the cap, says so to the user."""
+
+    def __init__(self, source: str, max_rows: int, line: int) -> None:
+        self.max_rows = max_rows
+        self.line = line
+        super().__init__(source, [f"more than {max_rows:,} rows (reading stopped at line {line})"])
+
+
+def _lines(text: str | Iterable[str]) -> Iterator[str]:
+    """The lines of a whole text, endings kept, or of a stream of lines: one at a time, so
+    that a reader that stops early costs no list of every line (nor, as ``io.StringIO``
+    would, a copy of the text at four bytes a character)."""
+    if not isinstance(text, str):
+        yield from text
+        return
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            yield text[start:]
+            return
+        yield text[start : stop + 1]
+        start = stop + 1
+
+
+def _overlong(where: str, row: dict[str, Any], limits: TextLimits) -> list[str]:
+    """``where: field 'output': 60,001 characters, more than the 50,000 allowed`` for each
+    field of ``row`` over its limit (nested values by their path)."""
+    out = []
+    for key, value in row.items():
+        name = str(key)
+        if len(name) > limits.ref:
+            out.append(too_long(f"{where}: a field name", len(name), limits.ref))
+        elif isinstance(value, str):
+            if len(value) > limits.for_key(name):
+                out.append(too_long(f"{where}: field '{name}'", len(value), limits.for_key(name)))
+        elif isinstance(value, dict | list):
+            out += overlong_fields(value, f"{where}: field '{name}'", limits)
+    return out
+
+
+def _jsonl_records(
+    text: str | Iterable[str],
+    source: str,
+    *,
+    max_rows: int | None = None,
+    limits: TextLimits = DEFAULT_LIMITS,
+) -> list[tuple[int, dict[str, Any]]]:
+    """The records of a JSON Lines text, read line by line: past ``max_rows`` records it
+    stops reading (:class:`RowCapExceeded`), and a field over ``limits`` is an error."""
     records, errors = [], []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    rows = 0
+    for lineno, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
+        rows += 1
+        if max_rows is not None and rows > max_rows:
+            raise RowCapExceeded(source, max_rows, lineno)
         try:
             obj = json_loads(line)
         except json.JSONDecodeError as exc:
@@ -63,6 +118,10 @@ def _jsonl_records(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
             continue
         if not isinstance(obj, dict):
             errors.append(f"line {lineno}: expected a JSON object, got {type(obj).__name__}")
+            continue
+        overlong = _overlong(f"line {lineno}", obj, limits)
+        if overlong:
+            errors += overlong
             continue
         nul = [k for k, v in obj.items() if "\x00" in k or (isinstance(v, str) and "\x00" in v)]
         if nul:
@@ -77,23 +136,73 @@ def _jsonl_records(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
     return records
 
 
+class _Lines:
+    """The lines of a text, its BOM dropped, counting those read: the line a CSV error is on
+    (the csv module's own ``line_num`` lags by one when a field breaks its size limit)."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines = iter(lines)
+        self.read = 0
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.read += 1
+        return line.removeprefix("\ufeff") if self.read == 1 else line
+
+
 def _csv_rows(
-    text: str, source: str, required: tuple[str, ...]
+    text: str | Iterable[str],
+    source: str,
+    required: tuple[str, ...],
+    *,
+    max_rows: int | None = None,
+    limits: TextLimits = DEFAULT_LIMITS,
 ) -> list[tuple[int, dict[str, str]]]:
-    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    """The rows of a CSV text, read row by row: past ``max_rows`` rows it stops reading
+    (:class:`RowCapExceeded`), and a field over ``limits`` is an error (the row is not kept)."""
+    lines = _Lines(_lines(text))
+    reader = csv.DictReader(lines)
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+    except csv.Error as exc:
+        raise ProbeFormatError(source, [_csv_problem(lines.read, exc, limits)]) from None
     missing = [c for c in required if c not in header]
     if missing:
         raise ProbeFormatError(
             source, [f"header: missing column(s) {', '.join(missing)} (found: {', '.join(header)})"]
         )
-    rows = [
-        (i, {(k or "").strip(): (v or "") for k, v in row.items()})
-        for i, row in enumerate(reader, start=2)
-    ]
+    rows, errors = [], []
+    try:
+        for i, row in enumerate(reader, start=1):
+            lineno = reader.line_num
+            if max_rows is not None and i > max_rows:
+                raise RowCapExceeded(source, max_rows, lineno)
+            clean = {(k or "").strip(): (v or "") for k, v in row.items()}
+            overlong = _overlong(f"line {lineno}", clean, limits)
+            if overlong:
+                errors += overlong
+                continue
+            rows.append((lineno, clean))
+    except csv.Error as exc:
+        errors.append(_csv_problem(lines.read, exc, limits))
+    if errors:
+        raise ProbeFormatError(source, errors)
     if not rows:
         raise ProbeFormatError(source, ["the file holds no rows"])
     return rows
+
+
+def _csv_problem(line: int, exc: csv.Error, limits: TextLimits) -> str:
+    if "field larger than field limit" in str(exc):
+        # The csv module's own cap (131,072 characters) is past ours: say ours.
+        return (
+            f"line {line}: a field holds more than {csv.field_size_limit():,} "
+            f"characters; at most {limits.text:,} are allowed"
+        )
+    return f"line {line}: not valid CSV ({exc})"
 
 
 def _check_duplicate_probe_ids(probes: list[tuple[str, ProbeSpec]], errors: list[str]) -> None:
@@ -103,10 +212,12 @@ def _check_duplicate_probe_ids(probes: list[tuple[str, ProbeSpec]], errors: list
         errors.append(f"duplicate probe_id(s): {_ids(dups)}")
 
 
-def parse_probes_jsonl(text: str, source: str = "probes.jsonl") -> list[ProbeSpec]:
+def parse_probes_jsonl(
+    text: str | Iterable[str], source: str = "probes.jsonl", *, limits: TextLimits = DEFAULT_LIMITS
+) -> list[ProbeSpec]:
     probes: list[tuple[str, ProbeSpec]] = []
     errors: list[str] = []
-    for lineno, obj in _jsonl_records(text, source):
+    for lineno, obj in _jsonl_records(text, source, limits=limits):
         data = dict(obj)
         if data.get("failure_modes") is None:
             data["failure_modes"] = []
@@ -156,8 +267,13 @@ def xstest_probe(row: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def parse_probes_xstest(text: str, source: str = "xstest_prompts.csv") -> list[ProbeSpec]:
-    rows = _csv_rows(text, source, ("id", "prompt", "type", "label"))
+def parse_probes_xstest(
+    text: str | Iterable[str],
+    source: str = "xstest_prompts.csv",
+    *,
+    limits: TextLimits = DEFAULT_LIMITS,
+) -> list[ProbeSpec]:
+    rows = _csv_rows(text, source, ("id", "prompt", "type", "label"), limits=limits)
     probes: list[tuple[str, ProbeSpec]] = []
     errors: list[str] = []
     for lineno, row in rows:
@@ -175,18 +291,27 @@ def parse_probes_xstest(text: str, source: str = "xstest_prompts.csv") -> list[P
     return [p for _, p in probes]
 
 
-def parse_probes(text: str, fmt: str, source: str) -> list[ProbeSpec]:
+def parse_probes(
+    text: str | Iterable[str], fmt: str, source: str, *, limits: TextLimits = DEFAULT_LIMITS
+) -> list[ProbeSpec]:
     if fmt == "jsonl":
-        return parse_probes_jsonl(text, source)
+        return parse_probes_jsonl(text, source, limits=limits)
     if fmt == "xstest":
-        return parse_probes_xstest(text, source)
+        return parse_probes_xstest(text, source, limits=limits)
     raise ProbeFormatError(source, [f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}"])
 
 
-def parse_responses_jsonl(text: str, source: str = "responses.jsonl") -> list[ResponseSpec]:
+def parse_responses_jsonl(
+    text: str | Iterable[str],
+    source: str = "responses.jsonl",
+    *,
+    max_rows: int | None = None,
+    limits: TextLimits = DEFAULT_LIMITS,
+) -> list[ResponseSpec]:
+    """Responses from JSON Lines, read line by line and at most ``max_rows`` of them."""
     out: list[ResponseSpec] = []
     errors: list[str] = []
-    for lineno, obj in _jsonl_records(text, source):
+    for lineno, obj in _jsonl_records(text, source, max_rows=max_rows, limits=limits):
         pid = obj.get("probe_id")
         output = obj.get("output")
         if pid is None or str(pid).strip() == "":
@@ -211,9 +336,16 @@ def parse_responses_jsonl(text: str, source: str = "responses.jsonl") -> list[Re
 _XSTEST_ID = re.compile(r"^(?:v\d+-)?(?P<id>.+)$")
 
 
-def parse_responses_xstest(text: str, source: str = "completions.csv") -> list[ResponseSpec]:
-    """An XSTest completions CSV: ``v2-17`` answers prompt ``17``; ``final_label`` is kept."""
-    rows = _csv_rows(text, source, ("id", "completion"))
+def parse_responses_xstest(
+    text: str | Iterable[str],
+    source: str = "completions.csv",
+    *,
+    max_rows: int | None = None,
+    limits: TextLimits = DEFAULT_LIMITS,
+) -> list[ResponseSpec]:
+    """An XSTest completions CSV: ``v2-17`` answers prompt ``17``; ``final_label`` is kept.
+    Read row by row, and at most ``max_rows`` rows."""
+    rows = _csv_rows(text, source, ("id", "completion"), max_rows=max_rows, limits=limits)
     out: list[ResponseSpec] = []
     errors: list[str] = []
     for lineno, row in rows:
@@ -237,11 +369,21 @@ def parse_responses_xstest(text: str, source: str = "completions.csv") -> list[R
     return out
 
 
-def parse_responses(text: str, fmt: str, source: str) -> list[ResponseSpec]:
+def parse_responses(
+    text: str | Iterable[str],
+    fmt: str,
+    source: str,
+    *,
+    max_rows: int | None = None,
+    limits: TextLimits = DEFAULT_LIMITS,
+) -> list[ResponseSpec]:
+    """Responses in ``fmt``, from a whole text or a stream of lines; past ``max_rows`` rows
+    reading stops (:class:`RowCapExceeded`), and no response is built from a file with a
+    field longer than ``limits``."""
     if fmt == "jsonl":
-        return parse_responses_jsonl(text, source)
+        return parse_responses_jsonl(text, source, max_rows=max_rows, limits=limits)
     if fmt == "xstest":
-        return parse_responses_xstest(text, source)
+        return parse_responses_xstest(text, source, max_rows=max_rows, limits=limits)
     raise ProbeFormatError(source, [f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}"])
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +29,21 @@ class Command(BaseCommand):
         path: Path = options["file"]
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
-        text = path.read_text(encoding="utf-8")
-        fmt = options["format"] or detect_format(path.name, text)
-        try:
-            run = probe_submission_submit(
-                suite_name=options["suite"],
-                model_name=options["model"],
-                text=text,
-                fmt=fmt,
-                source_name=path.name,
-            )
-        except ProbeFormatError as exc:
-            raise CommandError(str(exc)) from exc
+        # Read line by line as it is parsed: a file past the suite's row cap is read no further.
+        with path.open(encoding="utf-8", newline="") as lines:
+            try:
+                first = lines.readline()
+                run = probe_submission_submit(
+                    suite_name=options["suite"],
+                    model_name=options["model"],
+                    text=itertools.chain([first], lines),
+                    fmt=options["format"] or detect_format(path.name, first),
+                    source_name=path.name,
+                )
+            except ProbeFormatError as exc:
+                raise CommandError(str(exc)) from exc
+            except UnicodeDecodeError as exc:
+                raise CommandError(f"{path}: not UTF-8 text") from exc
         self.stdout.write(
             f"Submission {run.probe_submission_id}: run #{run.pk} queued "
             f"({run.probe_submission.responses.count() if run.probe_submission else 0} responses)."

@@ -39,6 +39,7 @@ from benchmarks_app.services.audit.datasets import (
     is_frozen,
     truth_finding_apply,
 )
+from benchmarks_app.services.uploads import upload_text_limits
 from scoring.audit.parsing import (
     DataSet,
     Problem,
@@ -408,7 +409,7 @@ def audit_import_path(
     The repos of a data folder or projects file join ``dataset``, by default the folder's
     name or the file's name without extension (a scanner folder joins none).
     """
-    data = read_path(Path(path), scanner=scanner)
+    data = read_path(Path(path), scanner=scanner, limits=upload_text_limits())
     if dataset is None and not scanner and (data.repos or data.truths):
         dataset = dataset_slug_for_path(path)
     return audit_import_dataset(data=data, dataset=dataset, overwrite=overwrite)

@@ -46,7 +46,7 @@ from benchmarks_app.services.audit.runs import (
     entry_metadata,
     run_release_for,
 )
-from benchmarks_app.services.uploads import upload_too_large
+from benchmarks_app.services.uploads import upload_text_limits, upload_too_large
 from scoring.audit.judges import parse_judge_spec
 from scoring.audit.parsing import (
     FindingProblems,
@@ -210,7 +210,10 @@ def _submit_findings(
 ) -> tuple[list[ScanRecord], dict[str, Any]]:
     try:
         findings, metadata = parse_scan(
-            data, max_findings=_max_findings(), allow_untitled=confirm_untitled
+            data,
+            max_findings=_max_findings(),
+            allow_untitled=confirm_untitled,
+            limits=upload_text_limits(),
         )
     except ParseError as exc:
         message = str(exc)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks_app.services.audit.importing import ImportReport, audit_import_dataset
+from benchmarks_app.services.uploads import upload_text_limits
 from scoring.audit.parsing import (
     DataSet,
     ParseError,
@@ -70,7 +71,7 @@ def dataset_from_uploads(
             else:
                 if not scanner:
                     raise ParseError("a scanner name is needed to import scan results")
-                findings, metadata = parse_scan(parsed)
+                findings, metadata = parse_scan(parsed, limits=upload_text_limits())
                 project_id = str(metadata.get("project") or "") or scan_project_id(Path(name).name)
                 data.scans.append(ScanFile(scanner, project_id, name, findings, metadata))
         except ParseError as exc:

@@ -6,10 +6,13 @@ the scoring itself happens on the queue (:mod:`benchmarks_app.services.probes.pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import json
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.template.defaultfilters import pluralize
@@ -19,6 +22,7 @@ from benchmarks_app.models import (
     Benchmark,
     EvaluationRun,
     Phase,
+    Probe,
     ProbeSuite,
     Response,
     ResponseSubmission,
@@ -39,9 +43,16 @@ from benchmarks_app.services.probes.refusal import (
 )
 from benchmarks_app.services.probes.rules import judge_config, pattern_rules_install_defaults
 from benchmarks_app.services.runs import run_create
-from benchmarks_app.services.uploads import json_document_problem, upload_too_large
+from benchmarks_app.services.uploads import (
+    json_document_problem,
+    upload_lines,
+    upload_text_limits,
+    upload_too_large,
+)
+from scoring.limits import TextLimits, too_long
 from scoring.probes.io import (
     ProbeFormatError,
+    RowCapExceeded,
     check_responses,
     detect_format,
     parse_responses,
@@ -120,13 +131,77 @@ def _run_config(suite: ProbeSuite, source: str = "suite") -> dict[str, Any]:
     return {**judge_config(), "refusal": refusal}
 
 
+def _whole_if_document(lines: Iterable[str]) -> str | Iterable[str]:
+    """A JSON Lines stream as it comes, or its whole text where the first line starts a JSON
+    document (an array or object spread over several lines): :func:`json_document_problem`
+    then names that in one message. Reading the rest is bounded by ``UPLOAD_MAX_MB``."""
+    rest = iter(lines)
+    head: list[str] = []
+    for line in rest:
+        head.append(line)
+        if line.strip():
+            break
+    first = head[-1].lstrip("\ufeff \t\r\n") if head else ""
+    if first.startswith("{"):
+        try:
+            json.loads(first)
+        except RecursionError:
+            pass  # one line nested too deeply: the line-by-line reader names that
+        except ValueError:
+            return "".join(head) + "".join(rest)
+    elif first.startswith("["):
+        return "".join(head) + "".join(rest)  # never a JSON Lines record
+    return itertools.chain(head, rest)
+
+
+def _upload_lines(upload: UploadedFile, name: str) -> Iterator[str]:
+    """The upload's lines as they are read (:func:`upload_lines`), bytes that are not UTF-8
+    being the file's problem."""
+    try:
+        yield from upload_lines(upload)
+    except UnicodeDecodeError as exc:
+        raise ProbeFormatError(name, [f"{name}: not UTF-8 text"]) from exc
+
+
+def _too_many_rows(suite_name: str, probes: int, max_rows: int, line: int | None = None) -> str:
+    spare = max_rows - probes
+    return (
+        f"more than {max_rows:,} responses: suite {suite_name!r} has {probes:,} probe"
+        f"{pluralize(probes)}, so at most {max_rows:,} rows are read (one per probe, plus "
+        f"{spare} spare)" + (f"; reading stopped at line {line:,}" if line is not None else "")
+    )
+
+
+def probe_responses_count_problem(*, suite_name: str, count: int) -> str | None:
+    """Why ``count`` responses to ``suite_name`` are too many (``None``: not too many, or no
+    such suite, which the submission itself reports): checked on a request's raw list before
+    a serializer validates each of its items."""
+    probes = Probe.objects.filter(suite__name=suite_name).count()
+    max_rows = probes + int(settings.PROBE_RESPONSES_EXTRA_ROWS)
+    if not probes or count <= max_rows:
+        return None
+    return _too_many_rows(suite_name, probes, max_rows)
+
+
+def response_fields_overlong(responses: Sequence[ResponseSpec], limits: TextLimits) -> list[str]:
+    """``response N: field 'output': ...`` for each response field over its limit (numbered
+    from 1, as given): responses sent as a list, not a file, get the same limits."""
+    out = []
+    for i, response in enumerate(responses, start=1):
+        for name, value in (("probe_id", response.probe_id), ("output", response.output)):
+            limit = limits.for_key(name)
+            if len(value) > limit:
+                out.append(too_long(f"response {i}: field '{name}'", len(value), limit))
+    return out
+
+
 @transaction.atomic
 def probe_submission_submit(
     *,
     suite_name: str,
     model_name: str,
     responses: Sequence[ResponseSpec] | None = None,
-    text: str | None = None,
+    text: str | Iterable[str] | None = None,
     fmt: str = "jsonl",
     source_name: str = "",
     owner: Any = None,
@@ -137,7 +212,8 @@ def probe_submission_submit(
 ) -> EvaluationRun:
     """Store one model's responses to a suite and queue their scoring; all or nothing.
 
-    Either ``responses`` or ``text`` (a JSONL or XSTest completions file) is given. Unknown
+    Either ``responses`` or ``text`` (a JSONL or XSTest completions file, whole or as a
+    stream of lines, which is read no further than the suite's row cap) is given. Unknown
     probe ids, duplicates, empty outputs and probes left unanswered are all reported by id.
 
     ``owner`` is the submitting user (None for the management command). A model name on a
@@ -164,14 +240,35 @@ def probe_submission_submit(
         source=source,
     )
     phase = _phase_and_quota(suite, owner, source)
-    if responses is None:
-        document = json_document_problem(text or "", source) if fmt == "jsonl" else None
-        if document:
-            raise ProbeFormatError(source, [document])
-        responses = parse_responses(text or "", fmt, source)
     probes = {p.probe_id: p for p in suite.probes.all()}
     if not probes:
         raise ProbeFormatError(source, [f"suite {suite_name!r} has no probes; import them first"])
+    # One response per probe: a file with many more rows is refused while it is read, at the
+    # first row past the cap, instead of after building a record of each of its rows.
+    max_rows = len(probes) + int(settings.PROBE_RESPONSES_EXTRA_ROWS)
+    limits = upload_text_limits()
+    if responses is None:
+        if fmt == "jsonl" and text is not None and not isinstance(text, str):
+            text = _whole_if_document(text)
+        document = (
+            json_document_problem(text or "", source)
+            if fmt == "jsonl" and isinstance(text, str)
+            else None
+        )
+        if document:
+            raise ProbeFormatError(source, [document])
+        try:
+            responses = parse_responses(text or "", fmt, source, max_rows=max_rows, limits=limits)
+        except RowCapExceeded as exc:
+            raise ProbeFormatError(
+                source, [_too_many_rows(suite_name, len(probes), max_rows, exc.line)]
+            ) from None
+    else:
+        if len(responses) > max_rows:
+            raise ProbeFormatError(source, [_too_many_rows(suite_name, len(probes), max_rows)])
+        overlong = response_fields_overlong(responses, limits)
+        if overlong:
+            raise ProbeFormatError(source, overlong)
     check_responses(list(responses), probes.keys(), source)
     config = _run_config(suite, source)
     if not config["rules"]:
@@ -232,22 +329,22 @@ def probe_submission_upload(
 ) -> EvaluationRun:
     """``probe_submission_submit`` for an uploaded file, as the web form sends it.
 
-    Applies the API's upload checks first (size before reading, UTF-8) with the API's
-    messages; ``fmt`` empty means detect it from the file name, as the API does.
+    Applies the upload checks first (size before reading; UTF-8 as it is read), with the
+    same messages on the form and the API; ``fmt`` empty means detect it from the file name
+    (else its first character).
     """
     name = upload.name or "upload"
     too_large = upload_too_large(upload.size, name)
     if too_large:
         raise ProbeFormatError(name, [too_large])
-    try:
-        text = upload.read().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ProbeFormatError(name, [f"{name}: not UTF-8 text"]) from exc
+    # Read as it is parsed, line by line: a file refused at its row cap is read no further.
+    lines = _upload_lines(upload, name)
+    first = next(lines, "")
     return probe_submission_submit(
         suite_name=suite_name,
         model_name=model_name,
-        text=text,
-        fmt=fmt or detect_format(name, text),
+        text=itertools.chain([first], lines),
+        fmt=fmt or detect_format(name, first),
         source_name=name,
         owner=owner,
         enqueue=enqueue,

@@ -16,6 +16,7 @@ from benchmarks_app.services.probes.refusal import (
     default_refusal_signal,
     probe_suite_set_refusal_signal,
 )
+from benchmarks_app.services.uploads import upload_text_limits
 from scoring.probes.io import ProbeFormatError, parse_probes
 
 
@@ -45,7 +46,7 @@ def probe_suite_import(
     name = name.strip()
     if not name:
         raise ProbeFormatError(source_name or "suite", ["field 'suite': a suite name is required"])
-    specs = parse_probes(text, fmt, source_name or f"{fmt} file")
+    specs = parse_probes(text, fmt, source_name or f"{fmt} file", limits=upload_text_limits())
     suite, created = ProbeSuite.objects.get_or_create(
         name=name, defaults={"description": description, "source": source_name[:300]}
     )
