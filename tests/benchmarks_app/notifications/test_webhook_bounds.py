@@ -131,9 +131,12 @@ def test_disguised_private_addresses_are_refused_at_send_time(
     # Registered while private addresses were allowed; production refuses to send.
     user = UserFactory.create()
     webhook = webhooks.webhook_create(owner=user, url=url)
-    with override_settings(WEBHOOK_ALLOW_PRIVATE=False):
-        with django_capture_on_commit_callbacks(execute=True):
-            run_ended(run=ended_run(user=user))
+    run = ended_run(user=user)
+    with (
+        override_settings(WEBHOOK_ALLOW_PRIVATE=False),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        run_ended(run=run)
     delivery = WebhookDelivery.objects.get(webhook=webhook)
     assert delivery.last_status_code is None
     assert delivery.last_error.startswith("refused: url resolves to ")
