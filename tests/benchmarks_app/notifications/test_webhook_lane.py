@@ -253,3 +253,26 @@ def test_a_slow_webhook_receiver_does_not_delay_a_judge_run(
     # second still waited for the (only) webhook worker.
     assert still_trickling
     assert pending == 2
+
+
+def test_webhook_qcluster_serves_the_webhook_queue_only() -> None:
+    """What django-q2 makes of the environment ``manage.py webhook_qcluster`` starts with."""
+    from benchmarks_app.management.commands.webhook_qcluster import webhook_qcluster_argv
+
+    argv, env = webhook_qcluster_argv()
+    assert argv[1:] == [str(ROOT / "manage.py"), "qcluster"]
+    probe = (
+        "import django; django.setup(); from django_q.conf import Conf; "
+        "from django_q.brokers import get_broker; "
+        "print(Conf.CLUSTER_NAME, get_broker().list_key, Conf.WORKERS, Conf.PREFIX)"
+    )
+    env = {**env, "WEBHOOK_WORKERS": "3", "DJANGO_SETTINGS_MODULE": "config.settings_test"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    name, list_key, workers, prefix = out.stdout.split()[-4:]
+    assert name == list_key == settings.WEBHOOK_Q_CLUSTER
+    assert workers == "3"
+    # The same site name: tasks are signed with it, so both clusters read each other's.
+    assert prefix == settings.Q_CLUSTER["name"]
