@@ -136,6 +136,7 @@ class _Deadline:
         return self.fired or time.monotonic() >= self.at
 
     def guard(self, sock: socket.socket) -> None:
+        self.close()  # one guarded connection per attempt
         # A duplicate of the descriptor: shutdown() acts on the connection, so it also ends a
         # read blocked on the TLS socket that later wraps (and detaches) ``sock``.
         self._guarded = sock.dup()
@@ -145,15 +146,18 @@ class _Deadline:
 
     def _fire(self) -> None:
         self.fired = True
-        if self._guarded is not None:
+        guarded = self._guarded  # close() may clear it meanwhile
+        if guarded is not None:
             with contextlib.suppress(OSError):
-                self._guarded.shutdown(socket.SHUT_RDWR)
+                guarded.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None
         if self._guarded is not None:
             self._guarded.close()
+            self._guarded = None
 
 
 class _BoundedReader(io.RawIOBase):
