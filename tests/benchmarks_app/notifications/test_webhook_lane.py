@@ -276,3 +276,32 @@ def test_webhook_qcluster_serves_the_webhook_queue_only() -> None:
     assert workers == "3"
     # The same site name: tasks are signed with it, so both clusters read each other's.
     assert prefix == settings.Q_CLUSTER["name"]
+
+
+@pytest.mark.django_db
+def test_a_webhook_cluster_is_not_counted_as_a_judge_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``run_wait`` processes a run itself when no judge cluster is alive; a live webhook
+    cluster must not make it wait for one that never comes."""
+    from django_q.status import Stat, Status
+
+    from benchmarks_app.management.commands.qcluster import stats_apart
+
+    judge_key = Conf.Q_STAT
+    monkeypatch.setattr(Conf, "Q_STAT", judge_key)  # restored after the test
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", settings.WEBHOOK_Q_CLUSTER)
+    stats_apart()  # what `manage.py qcluster` does first, in the webhook cluster
+    assert judge_key != Conf.Q_STAT
+    # The webhook cluster says it is alive, as its sentinel does.
+    status = Status(pid=os.getpid(), cluster_id="webhook-cluster-1")
+    status.status = Conf.IDLE
+    get_broker().set_stat(Stat.get_key(status.cluster_id), SignedPackage.dumps(status), 30)
+    assert [s.cluster_id for s in Stat.get_all()] == ["webhook-cluster-1"]
+
+    # Seen from a web process or a judge worker: no judge cluster is alive.
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", Conf.PREFIX)
+    monkeypatch.setattr(Conf, "Q_STAT", judge_key)
+    stats_apart()
+    assert judge_key == Conf.Q_STAT
+    assert run_services.live_clusters() == []
