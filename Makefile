@@ -12,7 +12,7 @@ PORT ?= 8000
 
 help:
 	@echo "make demo   - set up, load sample data, run all three benchmarks, serve the site"
-	@echo "make serve  - the site and a worker on HOST:PORT (default 127.0.0.1:8000), no reload"
+	@echo "make serve  - the site, a worker and a webhook worker on HOST:PORT (default 127.0.0.1:8000), no reload"
 	@echo "make manage ARGS=\"...\" - any manage.py command through the project's venv, DEBUG=1"
 	@echo "make test   - run the test suite (SQLite; see .ci/run for PostgreSQL + Redis)"
 	@echo "make test-readme - every command block of README.md, run in a fresh shell"

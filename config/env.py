@@ -145,6 +145,11 @@ def database(env: Mapping[str, str], base_dir: Path) -> dict[str, Any]:
     return config
 
 
+def webhook_cluster_name(env: Mapping[str, str]) -> str:
+    """The django-q2 queue of webhook deliveries: ``<Q_NAME>-webhooks``."""
+    return f"{env.get('Q_NAME', 'evalplatform')}-webhooks"
+
+
 def q_cluster(env: Mapping[str, str]) -> dict[str, Any]:
     """django-q2 settings: Redis broker when REDIS_URL is set, the ORM broker otherwise.
 
@@ -171,6 +176,18 @@ def q_cluster(env: Mapping[str, str]) -> dict[str, Any]:
         "catch_up": False,
         "sync": env_bool(env, "Q_SYNC", False),
         "label": "Task queue",
+    }
+    # Webhook deliveries have a queue (django-q2 "cluster") of their own, served by a small
+    # ``qcluster`` started with Q_CLUSTER_NAME set to it (``manage.py webhook_qcluster``): a
+    # slow receiver can then hold a webhook worker at most, never a judge worker. Its tasks
+    # are short (one delivery is bounded by WEBHOOK_TIMEOUT_S), hence the short timeout.
+    webhook_timeout = max(30, int(env_float(env, "WEBHOOK_TIMEOUT_S", 10.0)) + 30)
+    cluster["ALT_CLUSTERS"] = {
+        webhook_cluster_name(env): {
+            "workers": env_int(env, "WEBHOOK_WORKERS", 2, minimum=1),
+            "timeout": webhook_timeout,
+            "retry": webhook_timeout + 60,
+        }
     }
     redis_url = env.get("REDIS_URL", "").strip()
     if redis_url:

@@ -294,10 +294,16 @@ SITE_URL = ENV.get("SITE_URL", "http://localhost:8000").strip().rstrip("/")
 # Webhooks. Outside DEBUG, URLs that resolve to private, loopback or link-local addresses are
 # refused (the site would otherwise POST into its own network: SSRF).
 WEBHOOK_ALLOW_PRIVATE = envparse.env_bool(ENV, "WEBHOOK_ALLOW_PRIVATE", DEBUG)
+# The whole of one attempt (connect, TLS, sending, status line, headers, answer) must fit in
+# it: a deadline, not a per-read timeout, so a receiver trickling bytes cannot stretch it.
 WEBHOOK_TIMEOUT_S = envparse.env_float(ENV, "WEBHOOK_TIMEOUT_S", 10.0)
 # Attempts per delivery, the first included; retries wait 30 s, 2 min, 10 min, 1 h, then 6 h.
 WEBHOOK_MAX_ATTEMPTS = envparse.env_int(ENV, "WEBHOOK_MAX_ATTEMPTS", 6, minimum=1)
 WEBHOOKS_PER_USER = envparse.env_int(ENV, "WEBHOOKS_PER_USER", 10, minimum=1)
+# Bytes of a receiver's answer (status line, headers, body) read at most.
+WEBHOOK_MAX_ANSWER_BYTES = envparse.env_int(ENV, "WEBHOOK_MAX_ANSWER_BYTES", 65536, minimum=1024)
+# The queue deliveries go to (Q_CLUSTER's ALT_CLUSTERS entry; `manage.py webhook_qcluster`).
+WEBHOOK_Q_CLUSTER = envparse.webhook_cluster_name(ENV)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -9,20 +9,16 @@ signature scheme is :mod:`scoring.webhooks`.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
-import socket
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.urls import reverse
@@ -37,6 +33,8 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.notifications import new_webhook_secret
 from benchmarks_app.selectors.run_metrics import run_metrics
+from benchmarks_app.services import webhook_http
+from benchmarks_app.services.webhook_http import AddrInfo, Answer
 from scoring import webhooks as signing
 
 logger = logging.getLogger(__name__)
@@ -62,27 +60,22 @@ class WebhookError(ValueError):
 # --- URLs --------------------------------------------------------------------------------
 
 
-def _public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
-
-
-def _private_address_of(host: str, port: int) -> str | None:
-    """The first address of ``host`` that is not public (None: all are public).
-
-    Raises ``WebhookError`` when the host does not resolve.
-    """
+def _checked_addresses(host: str, port: int) -> list[AddrInfo]:
+    """Every address of ``host``, resolved once; ``WebhookError`` when it does not resolve or
+    (unless ``WEBHOOK_ALLOW_PRIVATE``) when any of them is not public."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise WebhookError("url", f"the host {host!r} cannot be resolved") from exc
-    for info in infos:
-        address = str(info[4][0])
-        if not _public_address(address):
-            return address
-    return None
+        infos = webhook_http.resolve(host, port)
+    except webhook_http.ResolveError as exc:
+        raise WebhookError("url", str(exc)) from exc
+    if not settings.WEBHOOK_ALLOW_PRIVATE:
+        private = webhook_http.first_private(infos)
+        if private is not None:
+            raise WebhookError(
+                "url",
+                f"resolves to {private}, a private, loopback or reserved address; "
+                "webhooks must point to a public address",
+            )
+    return infos
 
 
 def webhook_url_check(url: str) -> str:
@@ -91,7 +84,23 @@ def webhook_url_check(url: str) -> str:
     http/https only, with a host and no credentials. Unless ``WEBHOOK_ALLOW_PRIVATE`` is on
     (DEBUG and tests), a host that resolves to a private, loopback, link-local or otherwise
     non-public address is refused: a webhook must not make the site POST into its own network.
+    The addresses are checked again at each attempt, and the attempt connects to the very
+    addresses checked then (``_target``).
     """
+    url, host, port = _url_parts(url)
+    if not settings.WEBHOOK_ALLOW_PRIVATE:
+        _checked_addresses(host, port)
+    return url
+
+
+def _target(url: str) -> tuple[str, list[AddrInfo]]:
+    """``url`` checked, and the addresses its host resolved to (each one checked)."""
+    url, host, port = _url_parts(url)
+    return url, _checked_addresses(host, port)
+
+
+def _url_parts(url: str) -> tuple[str, str, int]:
+    """``url`` stripped, its host and port; ``WebhookError`` when it is malformed."""
     url = (url or "").strip()
     if not url:
         raise WebhookError("url", "is required")
@@ -111,15 +120,7 @@ def webhook_url_check(url: str) -> str:
         raise WebhookError("url", "has no host name")
     if parts.username is not None or parts.password is not None:
         raise WebhookError("url", "must not contain a user name or password")
-    if not settings.WEBHOOK_ALLOW_PRIVATE:
-        private = _private_address_of(host, port)
-        if private is not None:
-            raise WebhookError(
-                "url",
-                f"resolves to {private}, a private, loopback or reserved address; "
-                "webhooks must point to a public address",
-            )
-    return url
+    return url, host, port
 
 
 # --- Registration ------------------------------------------------------------------------
@@ -131,10 +132,14 @@ def webhooks_of(user: Any) -> QuerySet[Webhook]:
 
 @transaction.atomic
 def webhook_create(*, owner: Any, url: str) -> Webhook:
-    """A new active webhook of ``owner`` for ``url`` (checked), with a fresh secret."""
+    """A new active webhook of ``owner`` for ``url`` (checked), with a fresh secret.
+
+    The owner's row is locked first: locking their webhooks locks nothing while they have
+    none, and parallel creations all counted zero. (SQLite serialises writing transactions.)
+    """
     url = webhook_url_check(url)
-    owned = Webhook.objects.select_for_update().filter(owner_id=owner.pk)
-    if len(owned) >= settings.WEBHOOKS_PER_USER:
+    list(get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk"))
+    if Webhook.objects.filter(owner_id=owner.pk).count() >= settings.WEBHOOKS_PER_USER:
         raise WebhookError(
             "url", f"you already have {settings.WEBHOOKS_PER_USER} webhooks; delete one first"
         )
@@ -208,7 +213,14 @@ def run_summary(run: EvaluationRun) -> dict[str, Any]:
 def _enqueue(delivery_id: int, expected_attempts: int | None) -> None:
     from django_q.tasks import async_task
 
-    async_task(DELIVER_TASK, delivery_id, expected_attempts, task_name=f"webhook {delivery_id}")
+    # The webhook queue: a slow receiver holds a webhook worker, never a judge worker.
+    async_task(
+        DELIVER_TASK,
+        delivery_id,
+        expected_attempts,
+        task_name=f"webhook {delivery_id}",
+        cluster=settings.WEBHOOK_Q_CLUSTER,
+    )
 
 
 def _schedule(delivery_id: int, expected_attempts: int, when: datetime) -> None:
@@ -225,6 +237,8 @@ def _schedule(delivery_id: int, expected_attempts: int, when: datetime) -> None:
             name=f"webhook {delivery_id} attempt {expected_attempts + 1}",
             schedule_type=Schedule.ONCE,
             next_run=when,
+            # Only the webhook cluster's scheduler turns it into a task, on its own queue.
+            cluster=settings.WEBHOOK_Q_CLUSTER,
         )
     except Exception:
         logger.warning("could not schedule webhook delivery %s", delivery_id, exc_info=True)
@@ -258,37 +272,23 @@ def deliveries_create_for_run(*, run: EvaluationRun, event: str = RUN_FINISHED) 
     return created
 
 
-@dataclass(frozen=True)
-class Answer:
-    status_code: int | None
-    error: str
-
-    @property
-    def ok(self) -> bool:
-        return self.status_code is not None and 200 <= self.status_code < 300
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # A redirect could point into the site's own network: it counts as a failed attempt.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Answer:
-    opener = urllib.request.build_opener(_NoRedirects)
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            return Answer(response.status, "")
-    except urllib.error.HTTPError as exc:
-        try:
-            text = exc.read(ANSWER_KEEP).decode("utf-8", "replace")
-        except Exception:
-            text = ""
-        return Answer(exc.code, f"HTTP {exc.code}: {text}".strip()[:ANSWER_KEEP])
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Answer(None, f"{type(exc).__name__}: {reason}"[:ANSWER_KEEP])
+def _post(url: str, infos: list[AddrInfo], body: bytes, headers: dict[str, str]) -> Answer:
+    """One POST to the addresses ``infos``, bounded in time and size; redirects are not
+    followed (one could point into the site's own network): a 3xx is a failed attempt."""
+    answer = webhook_http.post(
+        url,
+        infos,
+        body,
+        headers,
+        deadline_s=float(settings.WEBHOOK_TIMEOUT_S),
+        max_bytes=int(settings.WEBHOOK_MAX_ANSWER_BYTES),
+        keep=ANSWER_KEEP,
+    )
+    if answer.status_code is not None and not answer.ok:
+        text = answer.body.decode("utf-8", "replace")
+        error = f"HTTP {answer.status_code}: {text}".strip()[:ANSWER_KEEP]
+        return Answer(answer.status_code, error, answer.body)
+    return answer
 
 
 def delivery_body(delivery: WebhookDelivery, *, sent_at: datetime) -> bytes:
@@ -298,12 +298,12 @@ def delivery_body(delivery: WebhookDelivery, *, sent_at: datetime) -> bytes:
 
 def _send(delivery: WebhookDelivery) -> Answer:
     webhook = delivery.webhook
-    if not settings.WEBHOOK_ALLOW_PRIVATE:
-        # Checked again at each attempt: the name may resolve elsewhere than at registration.
-        try:
-            webhook_url_check(webhook.url)
-        except WebhookError as exc:
-            return Answer(None, f"refused: url {exc.message}")
+    # Resolved and checked again at each attempt (the name may resolve elsewhere than at
+    # registration), and the POST goes to those addresses: no second look-up to rebind.
+    try:
+        url, infos = _target(webhook.url)
+    except WebhookError as exc:
+        return Answer(None, f"refused: url {exc.message}")
     sent_at = timezone.now()
     timestamp = str(int(time.time()))
     body = delivery_body(delivery, sent_at=sent_at)
@@ -315,7 +315,7 @@ def _send(delivery: WebhookDelivery) -> Answer:
         signing.TIMESTAMP_HEADER: timestamp,
         signing.SIGNATURE_HEADER: signing.sign(webhook.secret, timestamp, body),
     }
-    return _post(webhook.url, body, headers, float(settings.WEBHOOK_TIMEOUT_S))
+    return _post(url, infos, body, headers)
 
 
 def retry_delay_s(attempts_made: int) -> int:

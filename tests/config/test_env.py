@@ -151,3 +151,13 @@ def test_audit_daily_limit_can_be_lifted(monkeypatch: pytest.MonkeyPatch) -> Non
     finally:
         monkeypatch.undo()
         importlib.reload(settings_module)
+
+
+def test_webhooks_have_a_cluster_of_their_own() -> None:
+    conf = envparse.q_cluster({"Q_NAME": "site", "WEBHOOK_WORKERS": "3", "WEBHOOK_TIMEOUT_S": "40"})
+    assert envparse.webhook_cluster_name({"Q_NAME": "site"}) == "site-webhooks"
+    lane = conf["ALT_CLUSTERS"]["site-webhooks"]
+    assert lane["workers"] == 3
+    # A delivery (at most WEBHOOK_TIMEOUT_S) ends before the queue's timeout, and the timeout
+    # before a task is handed out again.
+    assert 40 < lane["timeout"] < lane["retry"]

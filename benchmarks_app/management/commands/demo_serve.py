@@ -9,10 +9,14 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from benchmarks_app.demo import admin_password_line
+from benchmarks_app.management.commands.webhook_qcluster import webhook_qcluster_argv
 
 
 class Command(BaseCommand):
-    help = "Serve the site on HOST:PORT with one qcluster worker beside it (for `make demo`)."
+    help = (
+        "Serve the site on HOST:PORT with a qcluster beside it, and the small one that sends "
+        "webhooks (for `make demo`)."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -20,7 +24,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         env = {**os.environ, "Q_SYNC": "0"}
-        worker = subprocess.Popen([sys.executable, "manage.py", "qcluster"], env=env)
+        workers = [subprocess.Popen([sys.executable, "manage.py", "qcluster"], env=env)]
+        # Webhooks on a queue of their own: a slow receiver never holds a judge worker.
+        argv, webhook_env = webhook_qcluster_argv()
+        workers.append(subprocess.Popen(argv, env={**webhook_env, "Q_SYNC": "0"}))
         address = f"{options['host']}:{options['port']}"
         self.stdout.write(
             self.style.SUCCESS(f"Site: http://{address}/  Admin: http://{address}/admin/")
@@ -36,8 +43,10 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
         finally:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                try:
+                    worker.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    worker.kill()

@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from django_q.cluster import Cluster
+from django_q.conf import Conf
 from django_q.management.commands.qcluster import Command as QClusterCommand
 
 logger = logging.getLogger("benchmarks_app.qcluster")
@@ -66,6 +67,18 @@ def _release_leases(sentinel_pid: int | None) -> None:
             logger.warning("released %s piece lease(s) held by this cluster", released)
 
 
+def stats_apart() -> None:
+    """A cluster serving another queue than the judge one (``webhook_qcluster``) publishes
+    that it is alive under a key of its own.
+
+    ``live_clusters`` (``run_wait``: watch a run when a worker is alive, else process it
+    here) must not count a webhook cluster as a judge worker. django-q2 keeps every cluster
+    of a site under one key, and the site name cannot differ (tasks are signed with it).
+    """
+    if Conf.CLUSTER_NAME != Conf.PREFIX:
+        Conf.Q_STAT = f"django_q:{Conf.PREFIX}:{Conf.CLUSTER_NAME}:cluster"
+
+
 class Command(QClusterCommand):
     help = "Starts a django-q2 cluster that stops within seconds on SIGTERM or SIGINT."
 
@@ -74,6 +87,7 @@ class Command(QClusterCommand):
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         grace = float(os.environ.get("Q_STOP_GRACE_S", "5"))
+        stats_apart()
         cluster = Cluster()
         stopping = threading.Event()
 

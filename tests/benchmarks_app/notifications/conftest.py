@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -98,3 +100,64 @@ def receiver() -> Iterator[Receiver]:
 
 
 HEADERS = (EVENT_HEADER, DELIVERY_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)
+
+
+@dataclass
+class RawReceiver:
+    """A bare TCP receiver whose answer is written by ``answer(conn)``, byte by byte if it
+    likes; ``closed_by_peer`` is set when a write fails because the client hung up on it."""
+
+    url: str = ""
+    closed_by_peer: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)
+    sent: int = 0
+    requests: int = 0
+
+    def send(self, conn: socket.socket, data: bytes) -> bool:
+        """False once the client has gone."""
+        try:
+            conn.sendall(data)
+        except OSError:
+            self.closed_by_peer.set()
+            return False
+        self.sent += len(data)
+        return True
+
+
+@pytest.fixture
+def raw_receiver() -> Iterator[
+    Callable[[Callable[[RawReceiver, socket.socket], None]], RawReceiver]
+]:
+    servers: list[tuple[socket.socket, threading.Thread]] = []
+
+    def start(answer: Callable[[RawReceiver, socket.socket], None]) -> RawReceiver:
+        state = RawReceiver()
+        server = socket.create_server(("127.0.0.1", 0))
+        server.settimeout(0.2)
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return  # closed at the end of the test
+                state.requests += 1
+                with conn:
+                    conn.settimeout(30)
+                    with contextlib.suppress(OSError):
+                        conn.recv(65536)  # the request; what it says does not matter here
+                    answer(state, conn)
+                state.finished.set()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        state.url = f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+        return state
+
+    yield start
+    for server, thread in servers:
+        server.close()
+        thread.join(timeout=35)

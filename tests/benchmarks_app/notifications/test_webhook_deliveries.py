@@ -292,7 +292,7 @@ def test_an_unexpected_error_is_recorded_and_retried(
 
     monkeypatch.setattr(webhooks, "_post", broken)
     user = UserFactory.create()
-    webhook = webhooks.webhook_create(owner=user, url="https://example.org/h")
+    webhook = webhooks.webhook_create(owner=user, url="http://127.0.0.1:9/h")
     _end(ended_run(user=user), django_capture_on_commit_callbacks)
     delivery = WebhookDelivery.objects.get(webhook=webhook)
     assert delivery.status == DeliveryStatus.PENDING
