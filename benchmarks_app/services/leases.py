@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import socket
@@ -79,10 +80,17 @@ def current_lease() -> _Held | None:
     return getattr(_current, "held", None)
 
 
+# The held piece's cancel event, also for the piece's event loop: ``async_to_sync`` runs the
+# loop on another thread but copies the context (the lease itself stays on the piece's thread,
+# where ``sync_to_async(thread_sensitive=True)`` brings every write back).
+_cancel_var: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "run_piece_cancelled", default=None
+)
+
+
 def lease_cancelled() -> threading.Event | None:
-    """Set once the run of this thread's piece is cancelled (None outside a piece)."""
-    held = current_lease()
-    return held.cancelled if held is not None else None
+    """Set once the run of the held piece is cancelled (None outside a piece)."""
+    return _cancel_var.get()
 
 
 @contextlib.contextmanager
@@ -91,9 +99,11 @@ def holding(piece: RunPiece, *, cancelled: threading.Event | None = None) -> Ite
     ``cancelled`` is its keeper's event (:attr:`LeaseKeeper.cancelled`)."""
     previous = current_lease()
     _current.held = _Held(piece.pk, piece.attempt, cancelled)
+    token = _cancel_var.set(cancelled)
     try:
         yield
     finally:
+        _cancel_var.reset(token)
         _current.held = previous
 
 
