@@ -100,4 +100,3 @@ def test_judge_calls_log_no_http_lines(judge_settings: Any, caplog: Any) -> None
     assert run.status == RunStatus.SUCCEEDED, run.error
     http = [r for r in caplog.records if r.name.split(".")[0] in ("httpx", "httpx2", "httpcore")]
     assert http == []
-
