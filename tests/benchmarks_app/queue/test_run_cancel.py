@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import OperationalError
+from django.db import OperationalError, connections
 from django.test import Client
 from django.urls import reverse
 
@@ -140,7 +140,14 @@ def test_a_running_run_is_cancelled_keeping_what_was_judged(
         )
         EvaluationRun.objects.filter(pk=run.pk).update(created_by=owner)
         run_pieces_prepare(run=run)
-        worker = threading.Thread(target=run_process_here, kwargs={"run": run}, daemon=True)
+
+        def process() -> None:
+            try:
+                run_process_here(run=run)
+            finally:
+                connections.close_all()
+
+        worker = threading.Thread(target=process, daemon=True)
         worker.start()
         try:
             _until(
