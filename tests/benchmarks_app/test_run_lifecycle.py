@@ -10,9 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
-from benchmarks_app.services import leases
+from benchmarks_app.services import leases, scheduling
 from benchmarks_app.services import runs as run_services
-from benchmarks_app.services import scheduling
 from benchmarks_app.services.sweeper import runs_sweep
 
 pytestmark = pytest.mark.django_db
