@@ -235,6 +235,13 @@ RUN_SWEEP_S = envparse.env_int(ENV, "RUN_SWEEP_S", 60, minimum=1)
 # A queued piece not picked up this long after its task was sent, and whose task is no longer
 # waiting in the broker, is sent again (a second delivery is harmless: the claim refuses it).
 RUN_PICKUP_GRACE_S = envparse.env_int(ENV, "RUN_PICKUP_GRACE_S", 30, minimum=1)
+# A process that takes a piece of a run (a queue worker's task, or --wait with no worker)
+# claims up to this many queued pieces of that run and drives them side by side, sharing
+# JUDGE_CONCURRENCY; the others stay free for other workers.
+RUN_PIECES_PER_PROCESS = envparse.env_int(ENV, "RUN_PIECES_PER_PROCESS", 16, minimum=1)
+# How often a piece's worker looks whether its run was cancelled (it then stops between
+# judge calls and abandons the calls in flight).
+RUN_CANCEL_POLL_S = envparse.env_float(ENV, "RUN_CANCEL_POLL_S", 1.0)
 
 # Audit submissions by participants: the paid judge is opt-in, and submissions are limited.
 AUDIT_PARTICIPANT_OPENAI = envparse.env_bool(ENV, "AUDIT_PARTICIPANT_OPENAI", False)
@@ -361,13 +368,14 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": ENV.get("LOG_LEVEL", "INFO")},
-    # django-q logs every task at INFO; keep warnings and errors only.
     # django-q logs every task at INFO, and the HTTP clients one line per judge call: keep
     # their warnings and errors only (LOG_LEVEL=DEBUG on "httpx" brings the calls back).
     "loggers": {
         "django": {"level": "INFO"},
         "django-q": {"level": "WARNING"},
         "httpx": {"level": ENV.get("HTTP_LOG_LEVEL", "WARNING")},
+        # The openai client's own copy of httpx logs under this name.
+        "httpx2": {"level": ENV.get("HTTP_LOG_LEVEL", "WARNING")},
         "httpcore": {"level": "WARNING"},
         "openai": {"level": "WARNING"},
     },

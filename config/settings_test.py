@@ -14,6 +14,8 @@ os.environ.setdefault("JUDGE_PROBE", "0")
 # Lease renewals write from a thread of their own; in-process tests end long before one is due
 # (tests of leases renew by hand).
 os.environ.setdefault("RUN_LEASE_S", "600")
+# Likewise the keeper's look for a cancel (the cancel tests set it short).
+os.environ.setdefault("RUN_CANCEL_POLL_S", "600")
 os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="evalplatform-media-"))
 
 from config.settings import *  # noqa: F403

@@ -136,13 +136,18 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         for reason in refused:
             self.message_user(request, reason, messages.WARNING)
 
-    @admin.action(description="Cancel selected queued runs")
+    @admin.action(description="Cancel selected queued, waiting or running runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[EvaluationRun]) -> None:
         cancelled = sum(
             run_services.run_cancel(run=run).status == RunStatus.CANCELLED
-            for run in queryset.filter(status=RunStatus.QUEUED)
+            for run in queryset.filter(status__in=run_services.CANCELLABLE)
         )
-        self.message_user(request, f"Cancelled {cancelled} queued run(s).", messages.SUCCESS)
+        self.message_user(
+            request,
+            f"Cancelled {cancelled} run(s); running ones stop between judge calls, keeping "
+            "what was judged.",
+            messages.SUCCESS,
+        )
 
     @admin.display(description="Target")
     def target(self, obj: EvaluationRun) -> str:

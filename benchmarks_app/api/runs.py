@@ -81,7 +81,10 @@ class Conflict(exceptions.APIException):
 
 
 class RunCancelView(APIView):
-    """Cancel a queued run (or one waiting for the judge): its creator or staff."""
+    """Cancel a run that has not ended (queued, waiting or running): its creator or staff.
+
+    A running run stops between judge calls; what was judged is kept.
+    """
 
     permission_classes = [IsAuthenticated]
 
@@ -89,9 +92,7 @@ class RunCancelView(APIView):
         request=None,
         responses={
             200: RunDetailSerializer,
-            409: OpenApiResponse(
-                ErrorSerializer, description="The run is running or has ended: too late."
-            ),
+            409: OpenApiResponse(ErrorSerializer, description="The run has ended: too late."),
         },
     )
     def post(self, request: Request, pk: int) -> Response:
@@ -101,13 +102,10 @@ class RunCancelView(APIView):
         if run.status not in CANCELLABLE:
             raise Conflict(_not_cancellable(run))
         run = run_cancel(run=run)
-        if run.status != RunStatus.CANCELLED:  # a worker took it meanwhile
+        if run.status != RunStatus.CANCELLED:  # it ended meanwhile
             raise Conflict(_not_cancellable(run))
         return Response(RunDetailSerializer(run, context={"request": request}).data)
 
 
 def _not_cancellable(run: EvaluationRun) -> str:
-    return (
-        f"Run #{run.pk} is {run.status}; only queued runs, or runs waiting for the judge, can "
-        "be cancelled."
-    )
+    return f"Run #{run.pk} is {run.status}; only a run that has not ended can be cancelled."

@@ -2,7 +2,7 @@
 
 The concurrent schedule through the real service path: the bundled data imported into a
 throw-away SQLite database, an ``openai`` audit run created by ``audit_run_create`` and its
-pieces (one per repo) processed by ``piece_process`` side by side, one thread per piece as
+pieces (one per repo) claimed and processed (``piece_run``) side by side, one thread per piece as
 queue workers would, under their leases, with the verdict cache, single flight and the call
 ledger in the database. Every call is asked of the bench's fake judge.
 """
@@ -62,7 +62,8 @@ def run_db_column(base_url: str, concurrency: int, data: Any) -> DbColumn:
     """Import ``data``, run ``openai`` on the ``baseline`` scanner, one thread per repo."""
     from benchmarks_app.models import AuditTruthResult, EvaluationRun, JudgeCall, RunPiece, Scanner
     from benchmarks_app.services.audit import audit_run_create
-    from benchmarks_app.services.runs import piece_process, run_pieces_prepare
+    from benchmarks_app.services.leases import piece_claim
+    from benchmarks_app.services.scheduling import piece_run, run_pieces_prepare
 
     with _scratch_database(), override_settings(**_settings(base_url, concurrency)):
         from django.core.management import call_command
@@ -88,7 +89,10 @@ def run_db_column(base_url: str, concurrency: int, data: Any) -> DbColumn:
         def work(piece_id: int) -> None:
             try:
                 with connection.execute_wrapper(count):
-                    piece_process(piece_id=piece_id)
+                    # One piece per thread, each counted (a queue task would claim several).
+                    piece = piece_claim(piece_id=piece_id)
+                    if piece is not None:
+                        piece_run(piece)
             except BaseException as exc:  # reported below, with the run's status
                 errors.append(exc)
             finally:

@@ -2,9 +2,11 @@
 
 The bench starts its own OpenAI-compatible fake judge on 127.0.0.1: every answer takes
 ``LATENCY_S`` (200 ms) and says what the recorded o4-mini verdicts imply (``recorded/``: the
-recorded finding, when it is in the batch; neither otherwise, and for the repos without a
-recording). The ``openai`` audit judge talks to it over HTTP, through the verdict cache and
-the call ledger (in memory), on the 11 bundled repos with the ``baseline`` scanner.
+recorded finding, when it is in the batch; neither otherwise). The three repos without a
+recording get the offline judge's verdicts instead (:func:`stand_in_verdicts`), so that every
+repo's pools shrink as a real run's do. The ``openai`` audit judge talks to it over HTTP,
+through the verdict cache and the call ledger (in memory), on the 11 bundled repos with the
+``baseline`` scanner.
 
 Printed side by side, all on the same fake judge:
 
@@ -66,6 +68,33 @@ def bundled_repos() -> list[Repo]:
     return out
 
 
+def stand_in_verdicts(
+    repo: str, truths: list[TruthItem], scans: list[ScanItem]
+) -> list[tuple[str, int | None]]:
+    """For a repo without a recording: the offline judge's verdict on all its findings.
+
+    Three bundled repos have no recorded o4-mini verdicts. Answering "neither" to all of their
+    questions (as the fake once did) made every truth finding judge every batch, a call count
+    no real judge produces; the offline judge's pick (deterministic) matches some findings,
+    so those repos' pools shrink as a real run's do.
+    """
+    from scoring.audit.judges.offline import OfflineAuditJudge
+
+    judge = OfflineAuditJudge()
+    judge.register(repo, truths, scans)
+    out: list[tuple[str, int | None]] = []
+    for truth in truths:
+        verdict = judge.decide(truth, scans)
+        index = verdict.index_of_finding_from_junior_auditor
+        if verdict.is_match and index >= 0:
+            out.append((MATCH, index))
+        elif verdict.is_partial_match and index >= 0:
+            out.append((PARTIAL, index))
+        else:
+            out.append((NONE, None))
+    return out
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     # 32 calls connect at once: the default backlog of 5 refuses some (connection errors
@@ -84,9 +113,14 @@ class RecordedJudgeServer:
         self._lock = threading.Lock()
         # The verified-finding block of the prompt → the recorded (label, index).
         self.answers: dict[str, tuple[str, int | None]] = {}
-        for repo, truths, _ in repos:
+        self.recorded_repos = 0
+        for repo, truths, scans in repos:
             path = DATA / "recorded" / f"{repo}_results.json"
-            recorded = recorded_verdicts(path) if path.is_file() else []
+            if path.is_file():
+                self.recorded_repos += 1
+                recorded = recorded_verdicts(path)
+            else:
+                recorded = stand_in_verdicts(repo, truths, scans)
             for position, truth in enumerate(truths):
                 block = self._block(build_user_prompt(truth, []))
                 answer = recorded[position] if position < len(recorded) else (NONE, None)

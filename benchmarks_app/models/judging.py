@@ -18,6 +18,8 @@ class JudgeCallStatus(models.TextChoices):
     # died is marked lost when the run is picked up again.
     PENDING = "pending", "In flight"
     LOST = "lost", "Lost with its worker"
+    # In flight when its run was cancelled (or its worker stopped): cut short, not answered.
+    ABANDONED = "abandoned", "Abandoned in flight"
 
 
 class JudgeCall(AppendOnlyModel):

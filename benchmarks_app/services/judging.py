@@ -338,6 +338,16 @@ def judge_calls_mark_lost(*, holder: str) -> int:
     )
 
 
+@transaction.atomic
+def judge_calls_abandon(*, holder: str) -> int:
+    """Mark the calls ``holder`` has in flight as abandoned (its run was cancelled)."""
+    if not holder:
+        raise ValueError("holder: must name a lease (an empty one would match unowned calls)")
+    return JudgeCall.objects.filter(holder=holder, status=JudgeCallStatus.PENDING).update(
+        status=JudgeCallStatus.ABANDONED, error="abandoned in flight: its run was cancelled"
+    )
+
+
 def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMConfig:
     """The LLM judge settings of ``run``: the run's own choices first, then the settings."""
     cfg = run.judge_config or {}
@@ -357,19 +367,54 @@ def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMCo
     )
 
 
-async def llm_config_probe(run: EvaluationRun, *, client: Any, config: LLMConfig) -> LLMConfig:
-    """Probe the server once (``JUDGE_PROBE``) and record on the run how it is asked.
+class _RunProbe:
+    """One run start's probe, shared by the pieces that start with it in this process."""
 
-    Runs inside the run's event loop; the record is written through ``sync_to_async`` so it
-    lands on the processor's thread and connection.
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.profile: Any = None
+
+
+_probes: dict[tuple[Any, ...], _RunProbe] = {}
+_probes_lock = threading.Lock()
+# Run starts remembered (oldest forgotten first): enough for the pieces of the runs at hand.
+_PROBES_KEPT = 256
+
+
+async def llm_config_probe(run: EvaluationRun, *, client: Any, config: LLMConfig) -> LLMConfig:
+    """Probe the server once per run start (``JUDGE_PROBE``) and record on the run how it is
+    asked.
+
+    The pieces of a run that a process drives side by side share one probe: the first asks,
+    the others wait for its profile (a resumed run, ``attempts`` + 1, probes again). Runs
+    inside the run's event loop; the record is written through ``sync_to_async`` so it lands
+    on the processor's thread and connection.
     """
-    if settings.JUDGE_PROBE and not config.json_mode:
-        config.profile = await probe_server(
-            client,
-            model=config.model,
-            temperature=config.temperature,
-            timeout_s=min(config.timeout_s, 60.0),
-        )
+    key = (run.pk, run.attempts, config.model, config.base_url, config.json_mode)
+    with _probes_lock:
+        entry = _probes.get(key)
+        mine = entry is None
+        if entry is None:
+            entry = _probes[key] = _RunProbe()
+            while len(_probes) > _PROBES_KEPT:
+                del _probes[next(iter(_probes))]
+    if not mine:
+        while not entry.done.is_set():
+            await asyncio.sleep(0.02)
+        if entry.profile is not None:
+            config.profile = entry.profile
+        return config
+    try:
+        if settings.JUDGE_PROBE and not config.json_mode:
+            config.profile = await probe_server(
+                client,
+                model=config.model,
+                temperature=config.temperature,
+                timeout_s=min(config.timeout_s, 60.0),
+            )
+        entry.profile = config.profile
+    finally:
+        entry.done.set()
     await sync_to_async(_record_request, thread_sensitive=True)(run.pk, config.sampling_record())
     return config
 

@@ -11,35 +11,53 @@ inside every transaction that writes for it (results, progress, the run's end): 
 piece's row (taking its row lock, or SQLite's write lock) and checks the attempt is still ours.
 A worker that comes back after its lease was taken over gets :class:`LeaseLost` instead of
 writing over the new owner.
+
+The keeper also watches the run: once it is cancelled, the held lease says so
+(:func:`lease_cancelled`), :func:`lease_fence` raises :class:`RunCancelled` on the piece's next
+write, and processors that wait on the judge stop their calls in flight.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece
+from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class LeaseLost(Exception):
     """Another worker holds this piece now; whatever this one was about to write is dropped."""
 
 
+class RunCancelled(Exception):
+    """The run of the held piece was cancelled: stop, keeping what was written."""
+
+
 def lease_seconds() -> float:
     return float(getattr(settings, "RUN_LEASE_S", 60))
+
+
+def cancel_poll_seconds() -> float:
+    return float(getattr(settings, "RUN_CANCEL_POLL_S", 1.0))
 
 
 def worker_name() -> str:
@@ -51,6 +69,8 @@ def worker_name() -> str:
 class _Held:
     piece_id: int
     attempt: int
+    # Set by the piece's LeaseKeeper once the run is cancelled.
+    cancelled: threading.Event | None = None
 
 
 _current = threading.local()
@@ -60,14 +80,30 @@ def current_lease() -> _Held | None:
     return getattr(_current, "held", None)
 
 
+# The held piece's cancel event, also for the piece's event loop: ``async_to_sync`` runs the
+# loop on another thread but copies the context (the lease itself stays on the piece's thread,
+# where ``sync_to_async(thread_sensitive=True)`` brings every write back).
+_cancel_var: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "run_piece_cancelled", default=None
+)
+
+
+def lease_cancelled() -> threading.Event | None:
+    """Set once the run of the held piece is cancelled (None outside a piece)."""
+    return _cancel_var.get()
+
+
 @contextlib.contextmanager
-def holding(piece: RunPiece) -> Iterator[None]:
-    """Make ``piece``'s lease the one that :func:`lease_fence` checks on this thread."""
+def holding(piece: RunPiece, *, cancelled: threading.Event | None = None) -> Iterator[None]:
+    """Make ``piece``'s lease the one that :func:`lease_fence` checks on this thread;
+    ``cancelled`` is its keeper's event (:attr:`LeaseKeeper.cancelled`)."""
     previous = current_lease()
-    _current.held = _Held(piece.pk, piece.attempt)
+    _current.held = _Held(piece.pk, piece.attempt, cancelled)
+    token = _cancel_var.set(cancelled)
     try:
         yield
     finally:
+        _cancel_var.reset(token)
         _current.held = previous
 
 
@@ -84,6 +120,8 @@ def lease_fence() -> None:
     held = current_lease()
     if held is None:
         return
+    if held.cancelled is not None and held.cancelled.is_set():
+        raise RunCancelled(f"piece {held.piece_id}: its run was cancelled")
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("lease_fence() must run inside the transaction it protects")
     # A write, not a read: it holds the row until the caller commits, so a claim by another
@@ -127,7 +165,8 @@ def piece_end(*, piece: RunPiece, status: str, error: str = "") -> bool:
 
 
 class LeaseKeeper(threading.Thread):
-    """Renews a piece's lease (and the run's heartbeat) on a timer until stopped.
+    """Renews a piece's lease (and the run's heartbeat) on a timer until stopped, and sets
+    :attr:`cancelled` once the run is cancelled (looked at every ``RUN_CANCEL_POLL_S``).
 
     Renewal is tied to time, not to progress: a piece waiting on a slow judge keeps its lease,
     a dead process loses it. The thread has its own database connection and closes it.
@@ -140,11 +179,20 @@ class LeaseKeeper(threading.Thread):
         self.attempt = piece.attempt
         self.lease_s = lease_s if lease_s is not None else lease_seconds()
         self.lost = threading.Event()
+        self.cancelled = threading.Event()
         self._stop_event = threading.Event()
 
     def run(self) -> None:
+        poll = max(0.05, min(cancel_poll_seconds(), self.lease_s / 3))
+        renew_at = time.monotonic() + self.lease_s / 3
         try:
-            while not self._stop_event.wait(self.lease_s / 3):
+            while not self._stop_event.wait(poll):
+                if not self.cancelled.is_set() and self._run_cancelled():
+                    logger.info("run #%s was cancelled; piece %s stops", self.run_id, self.piece_id)
+                    self.cancelled.set()
+                if time.monotonic() < renew_at:
+                    continue
+                renew_at = time.monotonic() + self.lease_s / 3
                 if not self.renew():
                     self.lost.set()
                     logger.warning(
@@ -159,6 +207,13 @@ class LeaseKeeper(threading.Thread):
         finally:
             connection.close()
 
+    def _run_cancelled(self) -> bool:
+        try:
+            return EvaluationRun.objects.filter(pk=self.run_id, status=RunStatus.CANCELLED).exists()
+        except Exception:  # a blip: look again next time (the renewal says if it lasts)
+            logger.debug("run #%s: could not look for a cancel", self.run_id, exc_info=True)
+            return False
+
     def renew(self) -> bool:
         now = timezone.now()
         renewed = RunPiece.objects.filter(
@@ -172,3 +227,25 @@ class LeaseKeeper(threading.Thread):
         self._stop_event.set()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=10)
+
+
+# How often a piece's loop looks at its lease keeper's word that the run was cancelled.
+CANCEL_CHECK_S = 0.1
+
+
+async def until_cancelled(work: Awaitable[T], *, run_id: int) -> T:
+    """Await ``work`` unless the held piece's run is cancelled meanwhile: then its judge
+    calls in flight are cancelled (each recorded as abandoned) and :class:`RunCancelled`
+    is raised. Outside a piece, just ``work``."""
+    cancelled = lease_cancelled()
+    task = asyncio.ensure_future(work)
+    if cancelled is None:
+        return await task
+    while not task.done():
+        if cancelled.is_set():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            raise RunCancelled(f"run #{run_id} was cancelled")
+        await asyncio.wait([task], timeout=CANCEL_CHECK_S)
+    return task.result()

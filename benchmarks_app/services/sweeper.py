@@ -29,6 +29,8 @@ from django.utils import timezone
 
 from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.services.run_state import RUN_KINDS, run_finish_if_last
+from benchmarks_app.services.scheduling import piece_send
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +82,6 @@ def waiting_task_ids() -> set[str] | None:
 
 
 def _requeue(piece: RunPiece, *, reason: str, expect: Q) -> bool:
-    from benchmarks_app.services.runs import piece_send
-
     with transaction.atomic():
         if not RunPiece.objects.filter(Q(pk=piece.pk) & expect).update(
             status=PieceStatus.QUEUED, lease_expires_at=None, error=reason[:10000]
@@ -97,8 +97,6 @@ def _requeue(piece: RunPiece, *, reason: str, expect: Q) -> bool:
 
 def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
     """One pass over the active runs (or only ``run_ids``); safe to run anywhere, any time."""
-    from benchmarks_app.services.runs import RUN_KINDS, _run_finish_if_last
-
     report = SweepReport()
     now = timezone.now()
     pieces = RunPiece.objects.select_related("run").filter(run__status__in=ACTIVE_STATUSES)
@@ -150,7 +148,7 @@ def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
     if run_ids is not None:
         runs = runs.filter(pk__in=run_ids)
     for run in runs.distinct():
-        _run_finish_if_last(run.pk, RUN_KINDS[run.benchmark])
+        run_finish_if_last(run.pk, RUN_KINDS[run.benchmark])
         report.finished_runs.append(run.pk)
         logger.warning("run #%s: every piece had ended; the run is ended now", run.pk)
     return report

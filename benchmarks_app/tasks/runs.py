@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from benchmarks_app.services.runs import piece_process
+from benchmarks_app.services.scheduling import piece_process
 from benchmarks_app.services.sweeper import runs_sweep
 from benchmarks_app.services.webhooks import deliveries_sweep
 
 
 def process_run_piece(piece_id: int) -> None:
-    """Process one piece of a run (an audit repo, or a whole probe or checklist run)."""
+    """Process one piece of a run (an audit repo, or a whole probe or checklist run), and
+    up to ``RUN_PIECES_PER_PROCESS - 1`` more queued pieces of the same run beside it."""
     piece_process(piece_id=piece_id)
 
 

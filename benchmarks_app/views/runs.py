@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, path, reverse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
 
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
@@ -19,7 +22,8 @@ from benchmarks_app.selectors.runs import (
     run_failed_items,
     run_resume_blocker,
 )
-from benchmarks_app.selectors.visibility import visible_runs
+from benchmarks_app.selectors.visibility import is_staff, visible_runs
+from benchmarks_app.services.runs import CANCELLABLE, run_cancel
 from scoring.judges.failures import FailureCause
 
 # A failed run's page lists this many of its failed items; the rest are counted.
@@ -139,8 +143,35 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "failed": failed[:FAILED_ITEMS_SHOWN],
             "failed_more": max(0, len(failed) - FAILED_ITEMS_SHOWN),
             "resume_blocker": run_resume_blocker(run) if failed else "",
+            "can_cancel": run.status in CANCELLABLE and may_cancel(request.user, run),
         },
     )
+
+
+def may_cancel(user: Any, run: EvaluationRun) -> bool:
+    """The run's creator and staff may cancel it (as through the API)."""
+    return bool(user.is_authenticated and (is_staff(user) or run.created_by_id == user.pk))
+
+
+@login_required
+@require_POST
+def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(visible_runs(request.user), pk=pk)
+    if not may_cancel(request.user, run):
+        raise PermissionDenied("Only the run's creator or staff may cancel it.")
+    if run.status in CANCELLABLE:
+        run = run_cancel(run=run)
+    if run.status == RunStatus.CANCELLED:
+        messages.success(
+            request,
+            f"Run #{run.pk} cancelled: its workers stop between judge calls; what was judged "
+            "is kept.",
+        )
+    else:
+        messages.error(
+            request, f"Run #{run.pk} is {run.get_status_display().lower()}: too late to cancel."
+        )
+    return redirect("runs:detail", pk=run.pk)
 
 
 @never_cache
@@ -180,4 +211,5 @@ urlpatterns = [
     path("mine/", my_submissions, name="mine"),
     path("<int:pk>/", run_detail, name="detail"),
     path("<int:pk>/status/", run_status, name="status"),
+    path("<int:pk>/cancel/", run_cancel_view, name="cancel"),
 ]

@@ -61,7 +61,14 @@ from scoring.judges.flight import Flight, single_flight
 from scoring.judges.limits import CallGate, estimate_tokens, retry_after_s
 from scoring.judges.local import local_call
 from scoring.judges.outage import Patience, breaker_for
-from scoring.judges.records import CallLedger, CallRecord, DurableRecorder, Prompt, Recorder
+from scoring.judges.records import (
+    ABANDONED,
+    CallLedger,
+    CallRecord,
+    DurableRecorder,
+    Prompt,
+    Recorder,
+)
 from scoring.judges.server import (
     JSON_OBJECT,
     JSON_SCHEMA,
@@ -363,7 +370,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     except asyncio.CancelledError:
                         # The run is stopping (another call ran out of patience, or the worker
                         # is shutting down): the row must not stay pending for ever.
-                        await q.ledger.end(ticket, attempt, started, "error", err="cancelled")
+                        await q.ledger.end(ticket, attempt, started, "abandoned", err=ABANDONED)
                         raise
                     except Exception as exc:
                         error = exc

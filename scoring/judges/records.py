@@ -23,6 +23,10 @@ Recorder = Callable[["CallRecord"], None]
 RAW_RESPONSE_LIMIT = 20_000
 
 
+# What a call cancelled in flight (its run cancelled, its worker stopping) is recorded with.
+ABANDONED = "abandoned in flight: its run stopped"
+
+
 @dataclass(frozen=True)
 class Prompt:
     """The question a call asked (system and user text), kept once per distinct text.
@@ -55,7 +59,9 @@ class CallRecord:
     latency_ms: float
     tokens_in: int
     tokens_out: int
-    status: str  # "ok" | "cached" | "invalid" | "truncated" | "error" ("pending" while asked)
+    # "ok" | "cached" | "invalid" | "truncated" | "error" | "abandoned" (cancelled in flight);
+    # "pending" while asked
+    status: str
     error: str = ""
     # What the server returned before parsing (the answer's text, or an error's body); empty
     # for cache hits and for judges that ask no server.
@@ -142,7 +148,7 @@ class CallLedger:
             # its worker lives on.
             ticket = await writing
             await _to_the_end(
-                durable.aend(ticket, self._make(attempt, 0.0, "error", err="cancelled"))
+                durable.aend(ticket, self._make(attempt, 0.0, "abandoned", err=ABANDONED))
             )
             raise
 

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
-from benchmarks_app.services import leases
+from benchmarks_app.services import leases, scheduling
 from benchmarks_app.services import runs as run_services
 from benchmarks_app.services.sweeper import runs_sweep
 
@@ -106,10 +106,9 @@ def test_finish_with_failed_items_marks_the_run_failed_and_incomplete() -> None:
 
 
 def _use_kind(monkeypatch: Any, process: Any) -> None:
-    monkeypatch.setattr(
-        run_services, "RUN_KINDS", {"probes": run_services.RunKind(process="x.process")}
-    )
-    monkeypatch.setattr(run_services, "import_string", lambda path: process)
+    # One dict shared by the run modules; the processor is looked up where pieces run.
+    monkeypatch.setitem(run_services.RUN_KINDS, "probes", run_services.RunKind(process="x.process"))
+    monkeypatch.setattr(scheduling, "import_string", lambda path: process)
 
 
 def test_a_crashed_piece_fails_the_run_and_resume_requeues_it(

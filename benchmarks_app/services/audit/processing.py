@@ -49,8 +49,8 @@ from benchmarks_app.services.judging import (
     llm_config_probe,
 )
 from benchmarks_app.services.judging_rounds import sqlite_writer_turn
-from benchmarks_app.services.leases import current_lease, lease_fence
-from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
+from benchmarks_app.services.leases import current_lease, lease_fence, until_cancelled
+from benchmarks_app.services.run_state import run_advance, run_finish, run_set_total
 from scoring.audit.judges import make_judge, parse_judge_spec
 from scoring.audit.judges.llm import OpenAIAuditJudge
 from scoring.audit.matching import AuditJudge, RepoMatch
@@ -205,7 +205,7 @@ async def _run_jobs(
             # In the run's loop, before any verdict: which format and options the server takes.
             await llm_config_probe(run, client=judge.client, config=judge.config)
         # gather_all cancels the other repos' calls when one raises (a judge outage).
-        await gather_all(*(one(job) for job in jobs))
+        await until_cancelled(gather_all(*(one(job) for job in jobs)), run_id=run.pk)
     finally:
         close = getattr(judge, "aclose", None)
         if close is not None:

@@ -31,7 +31,8 @@ from benchmarks_app.services.judging import (
     llm_config_for_run,
     llm_config_probe,
 )
-from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
+from benchmarks_app.services.leases import until_cancelled
+from benchmarks_app.services.run_state import run_advance, run_finish, run_set_total
 from scoring.checklist.judges import (
     ChecklistItem,
     ChecklistJudge,
@@ -148,7 +149,10 @@ async def _judge_all(run: EvaluationRun, to_judge: list[ChecklistAnswer]) -> int
         failed = 0
         for start in range(0, len(to_judge), batch_size):
             batch = to_judge[start : start + batch_size]
-            results = await _assess_batch(judge, [_item(a) for a in batch], iterations, concurrency)
+            results = await until_cancelled(
+                _assess_batch(judge, [_item(a) for a in batch], iterations, concurrency),
+                run_id=run.pk,
+            )
             failed += await sync_to_async(_store_batch, thread_sensitive=True)(
                 run, batch, results, recorder
             )

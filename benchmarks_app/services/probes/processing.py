@@ -37,13 +37,14 @@ from benchmarks_app.services.judging import (
     llm_config_for_run,
     llm_config_probe,
 )
+from benchmarks_app.services.leases import until_cancelled
 from benchmarks_app.services.probes.refusal import classifier_for_run
 from benchmarks_app.services.probes.rules import (
     active_rule_specs,
     geometry_min_cases,
     scoring_config,
 )
-from benchmarks_app.services.runs import run_advance, run_finish, run_set_total
+from benchmarks_app.services.run_state import run_advance, run_finish, run_set_total
 from scoring.judges.failures import summarize_items
 from scoring.judges.llm import make_client
 from scoring.judges.server import AdaptiveLimiter
@@ -147,9 +148,12 @@ async def _judge_all(
         await llm_config_probe(run, client=judge.client, config=judge.config)
         for start in range(0, len(todo), JUDGE_CHUNK):
             chunk = todo[start : start + JUDGE_CHUNK]
-            results = await judge.judge_many(
-                [(r.probe.input, r.output) for r in chunk],
-                concurrency=int(settings.JUDGE_CONCURRENCY),
+            results = await until_cancelled(
+                judge.judge_many(
+                    [(r.probe.input, r.output) for r in chunk],
+                    concurrency=int(settings.JUDGE_CONCURRENCY),
+                ),
+                run_id=run.pk,
             )
             verdicts = [judge_verdict(result, judge.source) for result in results]
             failed += [

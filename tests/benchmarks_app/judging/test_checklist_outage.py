@@ -38,7 +38,8 @@ def test_judge_unavailable_leaves_the_submission_assessing_and_no_call_pending()
     assert paper.submission.error == ""
     # Nothing was decided: no judge-failed assessment to redo, no vote counted as failed.
     assert not ChecklistAssessment.objects.filter(run=run).exists()
-    # Every request is on the ledger and none was left pending (cancelled ones included).
+    # Every request is on the ledger and none was left pending: the failed ones as errors,
+    # those cut short when the run paused as abandoned.
     statuses = set(JudgeCall.objects.filter(run=run).values_list("status", flat=True))
-    assert statuses == {"error"}
+    assert "error" in statuses and statuses <= {"error", "abandoned"}
     assert JudgeCall.objects.filter(run=run).count() >= len(srv.requests) > 0

@@ -1,0 +1,211 @@
+"""The documented ways to run an audit, timed as a user runs them (issue 22).
+
+``evaluate_audit --scanner baseline --judge openai --wait`` with ``JUDGE_CONCURRENCY=32``, run
+as the real command in a subprocess against a throw-away SQLite database holding the bundled
+data, asking the audit speed bench's fake judge (:class:`.audit_speed.RecordedJudgeServer`,
+200 ms per answer, a verdict for every truth finding of the 11 repos):
+
+* ``--wait``, no worker: the command processes the run itself;
+* ``--wait`` with one ``qcluster`` at its default settings (``Q_WORKERS=2``) started before:
+  the command only watches while the cluster's workers process the run;
+
+each against the reference schedule on the same fake (repos, truths and batches one after
+another, votes 1 and 2 together; run for real unless ``AUDIT_SPEED_REFERENCE=rounds``).
+Printed per path: the command's wall time (Python and Django start-up included) and the run's
+own time (created to finished), judge requests, the ratio to the reference and to the chain
+floor (the longest repo's dependent rounds x 200 ms), and whether the per-repo outcome
+counts equal the reference's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from benchmarks_app.bench.audit_speed import (
+    DATA,
+    LATENCY_S,
+    RecordedJudgeServer,
+    Repo,
+    bundled_repos,
+    run_reference,
+)
+from benchmarks_app.bench.cluster import ROOT, Harness, _sqlite_copy
+from scoring.audit.matching import RepoMatch
+from scoring.audit.schedule import match_repo_concurrent
+
+COMMAND = ["manage.py", "evaluate_audit", "--scanner", "baseline", "--judge", "openai", "--wait"]
+Counts = dict[str, dict[str, int]]
+
+
+@dataclass
+class PathResult:
+    name: str
+    wall_s: float
+    run_s: float
+    calls: int
+    counts: Counts
+    status: str
+
+
+def _counts(results: dict[str, RepoMatch]) -> Counts:
+    return {repo: dict(Counter(o.outcome for o in m.outcomes)) for repo, m in results.items()}
+
+
+def chain_floor_rounds(server: RecordedJudgeServer, repos: list[Repo]) -> int:
+    """The longest repo's chain of dependent judge rounds under the concurrent schedule.
+
+    Timed on the fake's answers without HTTP, each answer taking one tick: a repo's length in
+    ticks is its number of dependent rounds.
+    """
+    from benchmarks_app.bench.audit_speed import _LocalRecorded
+
+    # Long enough that the schedule's own CPU time between rounds does not count as a round.
+    tick = 0.05
+
+    class Ticking(_LocalRecorded):
+        async def judge(self, truth: Any, batch: Any, *, vote_number: int) -> Any:
+            await asyncio.sleep(tick)
+            return await super().judge(truth, batch, vote_number=vote_number)
+
+    async def length(truths: Any, scans: Any) -> int:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await match_repo_concurrent(Ticking(server, []), truths, scans)
+        return max(1, round((loop.time() - start) / tick))
+
+    async def longest() -> int:
+        return max(await asyncio.gather(*(length(t, s) for _, t, s in repos)))
+
+    return asyncio.run(longest())
+
+
+def _env(h: Harness, server: RecordedJudgeServer) -> dict[str, str]:
+    return {
+        **h.env,
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": "bench",
+        "JUDGE_MODELS": "o4-mini",
+        "JUDGE_CONCURRENCY": "32",
+        "JUDGE_MAX_RETRIES": "2",
+        "JUDGE_TIMEOUT_S": "60",
+        "JUDGE_PROBE": "0",
+        "Q_WORKERS": "2",
+    }
+
+
+def _manage(env: dict[str, str], *args: str, timeout_s: float = 600) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=timeout_s,
+    )
+    return time.perf_counter() - started
+
+
+_WAIT_FOR_CLUSTER = """
+import django, sys, time
+django.setup()
+from benchmarks_app.services.runs import live_clusters
+until = time.monotonic() + 120
+while not live_clusters():
+    if time.monotonic() > until:
+        sys.exit("no live cluster after 120 s")
+    time.sleep(0.2)
+"""
+
+
+def run_path(name: str, server: RecordedJudgeServer, *, cluster: bool) -> PathResult:
+    """One documented path on a fresh database (no verdict cached)."""
+    h = Harness("sqlite", lease_s=60, grace_s=30)
+    try:
+        _sqlite_copy(h._sqlite_template(), h.dir / "db.sqlite3")
+        env = _env(h, server)
+        _manage(env, "manage.py", "import_audit", str(DATA))
+        if cluster:
+            h.env = env
+            h.start(1, wait=False)
+            _manage(env, "-c", _WAIT_FOR_CLUSTER)
+        before = server.calls
+        wall = _manage(env, *COMMAND)
+        calls = server.calls - before
+        run_s, counts, status = _read_run(h.dir / "db.sqlite3")
+        return PathResult(name, wall, run_s, calls, counts, status)
+    finally:
+        h.close()
+
+
+def _read_run(path: Any) -> tuple[Any, ...]:
+    with closing(sqlite3.connect(path)) as db:
+        status, created, finished = db.execute(
+            "SELECT status, julianday(created_at), julianday(finished_at) "
+            "FROM benchmarks_app_evaluationrun ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        counts: Counts = {}
+        for repo, outcome, n in db.execute(
+            "SELECT r.project_id, t.outcome, COUNT(*) FROM benchmarks_app_audittruthresult t "
+            "JOIN benchmarks_app_repo r ON r.id = t.repo_id GROUP BY 1, 2"
+        ):
+            counts.setdefault(repo, {})[outcome] = n
+    run_s = (finished - created) * 86400 if finished and created else float("nan")
+    return run_s, counts, status
+
+
+def run(out: TextIO) -> None:
+    repos = bundled_repos()
+    simulate = os.environ.get("AUDIT_SPEED_REFERENCE", "real") == "rounds"
+    with RecordedJudgeServer(repos) as server:
+        floor_rounds = chain_floor_rounds(server, repos)
+        floor = floor_rounds * LATENCY_S
+        out.write(
+            f"fake judge {server.base_url}: {LATENCY_S * 1000:.0f} ms per answer, a verdict "
+            f"for every truth finding of {len(repos)} repos ({server.recorded_repos} recorded, "
+            f"the others the offline judge's); chain floor {floor_rounds} rounds = {floor:.1f} s\n"
+        )
+        paths = [
+            run_path("--wait, no worker", server, cluster=False),
+            run_path("--wait, one qcluster (Q_WORKERS=2)", server, cluster=True),
+        ]
+        before = server.calls
+        reference = run_reference(server, repos, simulate=simulate)
+        reference_calls = reference.calls if simulate else server.calls - before
+    expected = _counts(reference.results)
+    out.write(f"{'path':<40}{'calls':>7}{'wall s':>9}{'run s':>8}{'x ref':>7}{'/floor':>8}  same\n")
+    out.write(
+        f"{'reference' + (' *' if simulate else ''):<40}{reference_calls:>7}"
+        f"{reference.seconds:>9.1f}{'':>8}{1.0:>7.1f}{reference.seconds / floor:>8.1f}\n"
+    )
+    for p in paths:
+        same = "yes" if p.counts == expected and p.status == "succeeded" else "NO"
+        out.write(
+            f"{p.name:<40}{p.calls:>7}{p.wall_s:>9.1f}{p.run_s:>8.1f}"
+            f"{reference.seconds / p.wall_s:>7.1f}{p.wall_s / floor:>8.2f}  {same}"
+            f"{'' if p.calls <= reference_calls else ' (MORE calls)'}\n"
+        )
+    out.write(
+        "  wall s: the command in a subprocess, start-up included; run s: the run's created-to-"
+        "finished; x ref: reference wall / path wall; /floor: path wall / chain floor; same: "
+        "per-repo outcome counts equal the reference's, run succeeded\n"
+    )
+    if simulate:
+        out.write("  * simulated: dependent rounds x 200 ms (AUDIT_SPEED_REFERENCE=rounds)\n")
+
+
+def main() -> None:  # pragma: no cover - manual use
+    run(sys.stdout)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
