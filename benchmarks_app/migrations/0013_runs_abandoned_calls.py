@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('benchmarks_app', '0010_judge_prompts_raw_responses'),
+        ('benchmarks_app', '0012_run_list_indexes'),
     ]
 
     operations = [
