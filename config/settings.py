@@ -191,6 +191,20 @@ RUN_SWEEP_S = envparse.env_int(ENV, "RUN_SWEEP_S", 60, minimum=1)
 # A queued piece not picked up this long after its task was sent, and whose task is no longer
 # waiting in the broker, is sent again (a second delivery is harmless: the claim refuses it).
 RUN_PICKUP_GRACE_S = envparse.env_int(ENV, "RUN_PICKUP_GRACE_S", 30, minimum=1)
+# A piece the sweeper has handed out again this many times (expired lease, lost task, lost
+# database connection) fails with that cause instead of looping forever.
+RUN_PIECE_MAX_REQUEUES = envparse.env_int(ENV, "RUN_PIECE_MAX_REQUEUES", 10, minimum=1)
+# A piece paused while the judge was down is parked (its worker freed) and retried this long
+# later, doubling per pause in a row up to 10 minutes.
+RUN_PARK_RETRY_S = envparse.env_int(ENV, "RUN_PARK_RETRY_S", 60, minimum=1)
+# An active run with no progress this long is flagged as stuck on its page and in the admin.
+RUN_STUCK_AFTER_S = envparse.env_int(ENV, "RUN_STUCK_AFTER_S", 1800, minimum=60)
+# /metrics (Prometheus): staff, or a request with "Authorization: Bearer <METRICS_TOKEN>";
+# empty: staff and localhost only.
+METRICS_TOKEN = ENV.get("METRICS_TOKEN", "")
+# qcluster touches this file every few seconds while its sentinel lives (the liveness probe
+# `manage.py qcluster_alive` reads it); empty: a file under the system's temp directory.
+Q_LIVENESS_FILE = ENV.get("Q_LIVENESS_FILE", "")
 
 # Audit submissions by participants: the paid judge is opt-in, and submissions are limited.
 AUDIT_PARTICIPANT_OPENAI = envparse.env_bool(ENV, "AUDIT_PARTICIPANT_OPENAI", False)

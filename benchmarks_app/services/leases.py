@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -145,7 +145,15 @@ class LeaseKeeper(threading.Thread):
     def run(self) -> None:
         try:
             while not self._stop_event.wait(self.lease_s / 3):
-                if not self.renew():
+                try:
+                    renewed = self.renew()
+                except (OperationalError, InterfaceError):
+                    # The database restarted or failed over: reconnect at the next tick (a
+                    # lease that cannot be renewed for long simply expires).
+                    logger.warning("run #%s: lease renewal lost its connection", self.run_id)
+                    connection.close()
+                    continue
+                if not renewed:
                     self.lost.set()
                     logger.warning(
                         "run #%s piece %s: lease of attempt %s was taken over",

@@ -52,6 +52,12 @@ from benchmarks_app.services.leases import (
     piece_end,
 )
 from benchmarks_app.services.run_events import run_ended
+from benchmarks_app.services.run_recovery import (
+    database_lost,
+    piece_park,
+    piece_park_beside_sibling,
+    piece_requeue_after_database_loss,
+)
 from scoring.judges.failures import FailureCause, JudgeUnavailable, headline
 
 logger = logging.getLogger(__name__)
@@ -199,6 +205,8 @@ def piece_process(*, piece_id: int) -> None:
     if piece is None:
         return
     run = piece.run
+    if piece_park_beside_sibling(piece=piece):
+        return
     if not run_start(run.pk):
         piece_end(piece=piece, status=PieceStatus.FAILED, error=f"run is {run.status}")
         return
@@ -224,6 +232,10 @@ def piece_process(*, piece_id: int) -> None:
     except JudgeUnavailable as exc:
         _pause(piece, str(exc))
     except Exception as exc:
+        if database_lost(exc):
+            # A restart or fail-over of the database is transient: nothing failed.
+            piece_requeue_after_database_loss(piece=piece, error=exc)
+            return
         message = f"{type(exc).__name__}: {exc}"
         logger.error("run #%s failed (piece %r): %s", run.pk, piece.key or "all", message)
         with holding(piece):
@@ -253,6 +265,7 @@ def _mark_lost_calls(piece: RunPiece) -> None:
 def _pause(piece: RunPiece, reason: str) -> None:
     if not piece_end(piece=piece, status=PieceStatus.WAITING, error=reason):
         return
+    piece_park(piece=piece)
     EvaluationRun.objects.filter(pk=piece.run_id, status__in=ACTIVE_STATUSES).update(
         status=RunStatus.WAITING,
         error=f"Waiting for the judge: {reason}"[:10000],
