@@ -51,6 +51,7 @@ from benchmarks_app.services.leases import (
     piece_claim,
     piece_end,
 )
+from benchmarks_app.services.queue_canary import queue_canary_write
 from benchmarks_app.services.run_events import run_ended
 from benchmarks_app.services.run_recovery import (
     database_lost,
@@ -106,6 +107,7 @@ def piece_send(*, piece: RunPiece) -> None:
     from django_q.tasks import async_task
 
     label = f"{piece.run.benchmark}-run-{piece.run_id}" + (f"-{piece.key}" if piece.key else "")
+    queue_canary_write()  # so that a cluster with another SECRET_KEY can tell
     RunPiece.objects.filter(pk=piece.pk).update(enqueued_at=timezone.now())
     task_id = async_task(PIECE_TASK, piece.pk, task_name=label[:100])
     # In sync mode the task has already run; keep the id for the admin and the sweeper.
