@@ -200,7 +200,7 @@ RUN_PARK_RETRY_S = envparse.env_int(ENV, "RUN_PARK_RETRY_S", 60, minimum=1)
 # An active run with no progress this long is flagged as stuck on its page and in the admin.
 RUN_STUCK_AFTER_S = envparse.env_int(ENV, "RUN_STUCK_AFTER_S", 1800, minimum=60)
 # /metrics (Prometheus): staff, or a request with "Authorization: Bearer <METRICS_TOKEN>";
-# empty: staff and localhost only.
+# empty: staff only.
 METRICS_TOKEN = ENV.get("METRICS_TOKEN", "")
 # qcluster touches this file every few seconds while its sentinel lives (the liveness probe
 # `manage.py qcluster_alive` reads it); empty: a file under the system's temp directory.
