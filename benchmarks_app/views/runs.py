@@ -14,6 +14,11 @@ from django.views.decorators.cache import never_cache
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
+from benchmarks_app.selectors.run_health import (
+    pieces_not_picked_up,
+    run_is_stuck,
+    stuck_after_s,
+)
 from benchmarks_app.selectors.runs import (
     ended_run_failure_causes,
     run_failed_items,
@@ -139,8 +144,20 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "failed": failed[:FAILED_ITEMS_SHOWN],
             "failed_more": max(0, len(failed) - FAILED_ITEMS_SHOWN),
             "resume_blocker": run_resume_blocker(run) if failed else "",
+            **run_health_flags(run, active=run.status in ACTIVE),
         },
     )
+
+
+def run_health_flags(run: EvaluationRun, *, active: bool) -> dict[str, Any]:
+    """What an active run's page warns about: stuck past RUN_STUCK_AFTER_S, pieces that no
+    worker has picked up."""
+    if not active:
+        return {"stuck_after_s": 0, "unpicked": []}
+    return {
+        "stuck_after_s": int(stuck_after_s()) if run_is_stuck(run) else 0,
+        "unpicked": pieces_not_picked_up(run),
+    }
 
 
 @never_cache
