@@ -14,13 +14,20 @@ from django.views.decorators.http import require_GET
 
 from benchmarks_app.selectors.health import site_health
 from benchmarks_app.selectors.metrics import Metrics, site_metrics
+from benchmarks_app.services.queue_canary import queue_canary_write
 
 
 @never_cache
 @require_GET
 def health(request: HttpRequest) -> JsonResponse:
-    """200 when the database and the broker answer, 503 (saying which does not) otherwise."""
+    """200 when the database and the broker answer, 503 (saying which does not) otherwise.
+
+    Polled every few seconds, it also keeps the queue's signing canary current (at most once
+    a minute): after a legitimate SECRET_KEY change, clusters with the new key can start as
+    soon as the site runs, before any run is queued."""
     report = site_health()
+    if report.ok:
+        queue_canary_write()
     return JsonResponse(
         {"status": "ok" if report.ok else "unavailable", "checks": report.checks},
         status=200 if report.ok else 503,

@@ -36,6 +36,7 @@ def canary() -> Iterator[None]:
     queue_canary.queue_canary_write(force=True)
     yield
     queue_canary._state["cluster"] = False
+    queue_canary._state["written_at"] = -queue_canary.REWRITE_EVERY_S
 
 
 OTHER_KEY = "another-key-entirely-" + "x" * 40
@@ -92,6 +93,23 @@ def test_a_cluster_never_rewrites_the_canary_with_its_own_key(
         queue_canary.queue_canary_write(force=True)  # a wrong cluster's sweeper sending pieces
         assert queue_canary.queue_canary_problem() is not None
     monkeypatch.setattr(Conf, "SECRET_KEY", site_key)
+    assert queue_canary.queue_canary_problem() is None
+
+
+@pytest.mark.django_db
+def test_after_a_key_change_the_sites_health_poll_renews_the_canary(
+    canary: None, other_key: Any, monkeypatch: Any, client: Any
+) -> None:
+    from django_q.conf import Conf
+
+    site_key = Conf.SECRET_KEY
+    with other_key():
+        queue_canary.queue_canary_write(force=True)  # signed before the key changed
+    monkeypatch.setattr(Conf, "SECRET_KEY", site_key)
+    assert queue_canary.queue_canary_problem() is not None
+    queue_canary._state["written_at"] = -queue_canary.REWRITE_EVERY_S
+    assert client.get("/health/").status_code == 200
+    # A cluster with the site's (new) key can start now.
     assert queue_canary.queue_canary_problem() is None
 
 
