@@ -191,8 +191,8 @@ RUN_SWEEP_S = envparse.env_int(ENV, "RUN_SWEEP_S", 60, minimum=1)
 # A queued piece not picked up this long after its task was sent, and whose task is no longer
 # waiting in the broker, is sent again (a second delivery is harmless: the claim refuses it).
 RUN_PICKUP_GRACE_S = envparse.env_int(ENV, "RUN_PICKUP_GRACE_S", 30, minimum=1)
-# A piece the sweeper has handed out again this many times (expired lease, lost task, lost
-# database connection) fails with that cause instead of looping forever.
+# A piece handed out again this many times after its worker died (expired lease) or lost
+# its database connection fails with that cause instead of looping forever.
 RUN_PIECE_MAX_REQUEUES = envparse.env_int(ENV, "RUN_PIECE_MAX_REQUEUES", 10, minimum=1)
 # A piece paused while the judge was down is parked (its worker freed) and retried this long
 # later, doubling per pause in a row up to 10 minutes.

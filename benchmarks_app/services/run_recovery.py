@@ -10,8 +10,10 @@ a piece that keeps coming back.
   (``waiting``, ``retry_at`` = now + ``RUN_PARK_RETRY_S``) and its worker freed; the run's
   other pieces are parked as soon as a worker takes them, without asking the judge, so an
   outage does not hold one worker per piece.
-* **The re-queue cap**: every hand-out after a lost worker, task or connection counts; past
-  ``RUN_PIECE_MAX_REQUEUES`` the piece and its run fail with the last cause.
+* **The re-queue cap**: every hand-out after a lost worker (expired lease) or connection
+  counts; past ``RUN_PIECE_MAX_REQUEUES`` the piece and its run fail with the last cause (a
+  piece that kills its worker every time ends instead of looping). Resent tasks (lost, or
+  waiting in a busy cluster's prefetch) and judge pauses do not count.
 """
 
 from __future__ import annotations

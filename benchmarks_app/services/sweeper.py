@@ -81,8 +81,9 @@ def waiting_task_ids() -> set[str] | None:
 
 
 def _requeue(piece: RunPiece, *, reason: str, expect: Q, counts: bool = True) -> bool:
-    """Queue ``piece`` again (``counts``: towards ``RUN_PIECE_MAX_REQUEUES``; judge pauses do
-    not count). Past the cap the piece and its run fail with ``reason`` as the cause."""
+    """Queue ``piece`` again; ``counts``: towards ``RUN_PIECE_MAX_REQUEUES`` (expired leases
+    do; judge pauses and resent tasks do not). Past the cap the piece and its run fail with
+    ``reason`` as the cause."""
     from benchmarks_app.services.runs import piece_send
 
     if counts and piece.requeues >= piece_max_requeues():
@@ -146,6 +147,9 @@ def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
                 piece,
                 reason="its task was lost or held by a busy cluster",
                 expect=Q(status=PieceStatus.QUEUED, enqueued_at=piece.enqueued_at),
+                # Not counted: a piece waiting behind long ones in a busy cluster's prefetch
+                # is resent again and again, and nothing is wrong with it.
+                counts=False,
             ):
                 report.lost.append(piece.pk)
                 logger.warning(

@@ -242,3 +242,25 @@ def test_a_judge_outage_parks_the_runs_other_pieces_without_asking_the_judge(
     assert len({retry_at for _, retry_at in statuses}) == 1
     run.refresh_from_db()
     assert run.status == RunStatus.WAITING and "unreachable" in run.error
+
+
+@pytest.mark.django_db
+def test_a_resent_task_does_not_count_towards_the_cap(monkeypatch: Any) -> None:
+    """A piece waiting behind long ones in a busy cluster's prefetch is resent often; at the
+    cap already, it is still resent, not failed."""
+    run = _run()
+    piece = RunPiece.objects.create(
+        run=run,
+        status=PieceStatus.QUEUED,
+        task_id="held-by-a-busy-cluster",
+        requeues=2,
+        enqueued_at=timezone.now() - timedelta(minutes=5),
+    )
+    _use_kind(monkeypatch, lambda r: run_services.run_finish(run=r))
+    with override_settings(RUN_PIECE_MAX_REQUEUES=2):
+        report = runs_sweep()
+    run.refresh_from_db()
+    piece.refresh_from_db()
+    assert report.lost == [piece.pk]
+    assert (piece.status, piece.requeues) == (PieceStatus.DONE, 2)
+    assert run.status == RunStatus.SUCCEEDED
