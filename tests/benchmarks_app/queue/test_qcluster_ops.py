@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -136,11 +137,19 @@ def _database_url() -> str:
     return f"postgres://{user}{password}@{host}:{s.get('PORT') or 5432}/{s['NAME']}"
 
 
-def _cluster_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+def _cluster_env(tmp_path: Path, monkeypatch: Any, **extra: str) -> dict[str, str]:
+    """The environment of a cluster on a queue of its own (its own ``Q_NAME``: other cluster
+    tests may run beside this one on the same Redis); this process queues there too."""
     if connection.vendor != "postgresql" or not os.environ.get("REDIS_URL"):
         pytest.skip("needs PostgreSQL and REDIS_URL: run by .ci/run's second pass")
+    from django_q.conf import Conf
+
+    tag = f"ops-test-{uuid.uuid4().hex[:10]}"
+    monkeypatch.setattr(Conf, "PREFIX", tag)
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", tag)
     return {
         **os.environ,
+        "Q_NAME": tag,
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DATABASE_URL": _database_url(),
         "Q_SYNC": "0",
@@ -153,12 +162,12 @@ def _cluster_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_real_cluster_with_another_key_exits_and_leaves_the_task_in_the_queue(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: Any
 ) -> None:
     from django_q.brokers import get_broker
     from django_q.tasks import async_task
 
-    env = _cluster_env(tmp_path, SECRET_KEY=OTHER_KEY)
+    env = _cluster_env(tmp_path, monkeypatch, SECRET_KEY=OTHER_KEY)
     queue_canary.queue_canary_write(force=True)
     broker = get_broker()
     broker.purge_queue()
@@ -182,11 +191,11 @@ def test_a_real_cluster_with_another_key_exits_and_leaves_the_task_in_the_queue(
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_the_sweeper_runs_while_every_worker_slot_is_busy(tmp_path: Path) -> None:
+def test_the_sweeper_runs_while_every_worker_slot_is_busy(tmp_path: Path, monkeypatch: Any) -> None:
     from django_q.brokers import get_broker
     from django_q.tasks import async_task
 
-    env = _cluster_env(tmp_path, Q_WORKERS="1", RUN_SWEEP_S="1", RUN_LEASE_S="600")
+    env = _cluster_env(tmp_path, monkeypatch, Q_WORKERS="1", RUN_SWEEP_S="1", RUN_LEASE_S="600")
     get_broker().purge_queue()
     queue_canary.queue_canary_write(force=True)
     run = EvaluationRun.objects.create(benchmark="probes", judge="rules", status="running")
