@@ -148,6 +148,8 @@ def piece_park_beside_sibling(*, piece: RunPiece) -> bool:
     """Park a piece just claimed when another piece of its run is parked on the judge: the
     judge is down for the whole run, and asking it again would hold this worker for another
     ``JUDGE_OUTAGE_PATIENCE_S``. True when parked (the worker has nothing to do)."""
+    if piece.run.status not in ACTIVE_STATUSES:
+        return False  # an ended run's piece is failed by the caller, not parked
     now = timezone.now()
     parked = (
         RunPiece.objects.filter(run_id=piece.run_id, status=PieceStatus.WAITING, retry_at__gt=now)
