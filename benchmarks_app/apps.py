@@ -25,11 +25,14 @@ def _install_queue_support(sender: AppConfig, **kwargs: Any) -> None:
     """The sweeper's schedule and the table where clusters publish that they are alive."""
     from django.core.management import call_command
 
+    from benchmarks_app.services.queue_canary import queue_canary_write
     from benchmarks_app.services.sweeper import sweep_schedule_ensure
 
     using = kwargs.get("using", "default")
     call_command("createcachetable", database=using, verbosity=0)
     sweep_schedule_ensure()
+    # Before any cluster starts: one with another SECRET_KEY then refuses to.
+    queue_canary_write(force=True)
 
 
 def _backfill_boards(sender: AppConfig, **kwargs: Any) -> None:

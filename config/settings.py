@@ -242,6 +242,20 @@ RUN_PIECES_PER_PROCESS = envparse.env_int(ENV, "RUN_PIECES_PER_PROCESS", 16, min
 # How often a piece's worker looks whether its run was cancelled (it then stops between
 # judge calls and abandons the calls in flight).
 RUN_CANCEL_POLL_S = envparse.env_float(ENV, "RUN_CANCEL_POLL_S", 1.0)
+# A piece handed out again this many times after its worker died (expired lease) or lost
+# its database connection fails with that cause instead of looping forever.
+RUN_PIECE_MAX_REQUEUES = envparse.env_int(ENV, "RUN_PIECE_MAX_REQUEUES", 10, minimum=1)
+# A piece paused while the judge was down is parked (its worker freed) and retried this long
+# later, doubling per pause in a row up to 10 minutes.
+RUN_PARK_RETRY_S = envparse.env_int(ENV, "RUN_PARK_RETRY_S", 60, minimum=1)
+# An active run with no progress this long is flagged as stuck on its page and in the admin.
+RUN_STUCK_AFTER_S = envparse.env_int(ENV, "RUN_STUCK_AFTER_S", 1800, minimum=60)
+# /metrics (Prometheus): staff, or a request with "Authorization: Bearer <METRICS_TOKEN>";
+# empty: staff only.
+METRICS_TOKEN = ENV.get("METRICS_TOKEN", "")
+# qcluster touches this file every few seconds while its sentinel lives (the liveness probe
+# `manage.py qcluster_alive` reads it); empty: a file under the system's temp directory.
+Q_LIVENESS_FILE = ENV.get("Q_LIVENESS_FILE", "")
 
 # Audit submissions by participants: the paid judge is opt-in, and submissions are limited.
 AUDIT_PARTICIPANT_OPENAI = envparse.env_bool(ENV, "AUDIT_PARTICIPANT_OPENAI", False)

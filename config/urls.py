@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from benchmarks_app.views import ops
+
 admin.site.site_header = "Evaluation platform — curation"
 admin.site.site_title = "Evaluation platform admin"
 admin.site.index_title = "Ground truth, submissions and runs"
@@ -11,6 +13,9 @@ admin.site.index_title = "Ground truth, submissions and runs"
 # must stay private, so downloads go through views that check visibility.
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Polled by load balancers, Kubernetes and Prometheus (README "Scaling out").
+    path("health/", ops.health, name="health"),
+    path("metrics", ops.metrics, name="metrics"),
     path("api/", include("benchmarks_app.api.urls")),
     path("", include("benchmarks_app.urls")),
 ]

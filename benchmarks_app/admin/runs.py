@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin, messages
@@ -8,6 +9,7 @@ from django.db.models import CharField, Count, IntegerField, OuterRef, QuerySet,
 from django.db.models.functions import Cast, Greatest, StrIndex, Substr
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from benchmarks_app.formatting import whole_number
@@ -25,6 +27,8 @@ from benchmarks_app.models import (
     RunPiece,
     RunStatus,
 )
+from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.selectors.run_health import stuck_after_s, stuck_runs
 from benchmarks_app.selectors.runs import describe_failed_items, run_failed_items
 from benchmarks_app.services import runs as run_services
 
@@ -54,6 +58,8 @@ class RunPieceInline(admin.TabularInline):
         "attempt",
         "worker",
         "lease_expires_at",
+        "requeues",
+        "retry_at",
         "enqueued_at",
         "started_at",
         "finished_at",
@@ -63,6 +69,53 @@ class RunPieceInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def stuck_cutoff() -> Any:
+    return timezone.now() - timedelta(seconds=stuck_after_s())
+
+
+class StuckRunFilter(admin.SimpleListFilter):
+    """Active runs with no progress or lease renewal for ``RUN_STUCK_AFTER_S``."""
+
+    title = "stuck"
+    parameter_name = "stuck"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Stuck")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[EvaluationRun]) -> Any:
+        if self.value() == "yes":
+            return queryset.filter(pk__in=stuck_runs().values("pk"))
+        return queryset
+
+
+@admin.register(RunPiece)
+class RunPieceAdmin(ReadOnlyAdmin):
+    """Every piece of every run with its lease: who holds it, until when, how often it was
+    handed out again; the stuck ones are filtered by status and lease."""
+
+    list_display = (
+        "id",
+        "run_link",
+        "key",
+        "status",
+        "attempt",
+        "requeues",
+        "worker",
+        "lease_expires_at",
+        "retry_at",
+        "enqueued_at",
+    )
+    list_filter = ("status", "run__benchmark", "run__status")
+    search_fields = ("=run__id", "key", "worker")
+    list_select_related = ("run",)
+    ordering = ("-id",)
+
+    @admin.display(description="Run", ordering="run_id")
+    def run_link(self, obj: RunPiece) -> str:
+        url = reverse("admin:benchmarks_app_evaluationrun_change", args=[obj.run_id])
+        return format_html('<a href="{}">#{}</a>', url, obj.run_id)
 
 
 @admin.register(EvaluationRun)
@@ -77,10 +130,11 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         "progress",
         "failed_items",
         "is_complete",
+        "stuck",
         "created_at",
         "finished_at",
     )
-    list_filter = ("benchmark", "status", "is_complete", "judge")
+    list_filter = ("benchmark", "status", StuckRunFilter, "is_complete", "judge")
     search_fields = ("id", "scanner__name", "probe_submission__model_name", "judge")
     list_select_related = ("scanner", "probe_submission__suite", "checklist_submission__team")
     actions = ["resume_runs", "cancel_runs"]
@@ -148,6 +202,11 @@ class EvaluationRunAdmin(admin.ModelAdmin):
             "what was judged.",
             messages.SUCCESS,
         )
+
+    @admin.display(description="Stuck", boolean=True)
+    def stuck(self, obj: EvaluationRun) -> bool:
+        """Active with no progress or lease renewal for RUN_STUCK_AFTER_S."""
+        return obj.status in ACTIVE_STATUSES and obj.updated_at < stuck_cutoff()
 
     @admin.display(description="Target")
     def target(self, obj: EvaluationRun) -> str:

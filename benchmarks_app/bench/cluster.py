@@ -292,6 +292,11 @@ class Harness:
         import django
 
         django.setup()
+        # The SQLite template was migrated under another SECRET_KEY: sign the queue's canary
+        # with this harness's key, or its clusters refuse to start.
+        from benchmarks_app.services.queue_canary import queue_canary_write
+
+        queue_canary_write(force=True)
         self.timings["setup_s"] = round(time.monotonic() - started, 1)
         return self
 

@@ -172,6 +172,11 @@ class RunPiece(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     task_id = models.CharField(max_length=64, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
+    # Times the sweeper handed the piece out again after a lost worker or task (not judge
+    # pauses): past RUN_PIECE_MAX_REQUEUES the piece fails with its cause instead.
+    requeues = models.PositiveIntegerField(default=0)
+    # A piece parked while the judge was down is not handed out again before this.
+    retry_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)

@@ -33,7 +33,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -193,7 +193,15 @@ class LeaseKeeper(threading.Thread):
                 if time.monotonic() < renew_at:
                     continue
                 renew_at = time.monotonic() + self.lease_s / 3
-                if not self.renew():
+                try:
+                    renewed = self.renew()
+                except (OperationalError, InterfaceError):
+                    # The database restarted or failed over: reconnect at the next tick (a
+                    # lease that cannot be renewed for long simply expires).
+                    logger.warning("run #%s: lease renewal lost its connection", self.run_id)
+                    connection.close()
+                    continue
+                if not renewed:
                     self.lost.set()
                     logger.warning(
                         "run #%s piece %s: lease of attempt %s was taken over",

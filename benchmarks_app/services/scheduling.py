@@ -41,6 +41,13 @@ from benchmarks_app.services.leases import (
     piece_claim,
     piece_end,
 )
+from benchmarks_app.services.queue_canary import queue_canary_write
+from benchmarks_app.services.run_recovery import (
+    database_lost,
+    piece_park,
+    piece_park_beside_sibling,
+    piece_requeue_after_database_loss,
+)
 from benchmarks_app.services.run_state import (
     RUN_KINDS,
     run_fail,
@@ -65,6 +72,7 @@ def piece_send(*, piece: RunPiece) -> None:
     from django_q.tasks import async_task
 
     label = f"{piece.run.benchmark}-run-{piece.run_id}" + (f"-{piece.key}" if piece.key else "")
+    queue_canary_write()  # so that a cluster with another SECRET_KEY can tell
     RunPiece.objects.filter(pk=piece.pk).update(enqueued_at=timezone.now())
     task_id = async_task(PIECE_TASK, piece.pk, task_name=label[:100])
     # In sync mode the task has already run; keep the id for the admin and the sweeper.
@@ -248,6 +256,8 @@ def piece_run(piece: RunPiece) -> None:
     other error fails the run with its message (a resume redoes what is missing).
     """
     run = piece.run
+    if piece_park_beside_sibling(piece=piece):
+        return
     if not run_start(run.pk):
         run.refresh_from_db()
         piece_end(piece=piece, status=PieceStatus.FAILED, error=f"run is {run.status}")
@@ -276,6 +286,10 @@ def piece_run(piece: RunPiece) -> None:
     except JudgeUnavailable as exc:
         _pause(piece, str(exc))
     except Exception as exc:
+        if database_lost(exc):
+            # A restart or fail-over of the database is transient: nothing failed.
+            piece_requeue_after_database_loss(piece=piece, error=exc)
+            return
         if EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.CANCELLED).exists():
             # An error on the way out of a cancelled run (a write refused, a call cut short).
             _stop_cancelled(piece)
@@ -323,6 +337,7 @@ def _mark_lost_calls(piece: RunPiece) -> None:
 def _pause(piece: RunPiece, reason: str) -> None:
     if not piece_end(piece=piece, status=PieceStatus.WAITING, error=reason):
         return
+    piece_park(piece=piece)
     EvaluationRun.objects.filter(pk=piece.run_id, status__in=ACTIVE_STATUSES).update(
         status=RunStatus.WAITING,
         error=f"Waiting for the judge: {reason}"[:10000],

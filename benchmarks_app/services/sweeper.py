@@ -24,11 +24,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.services.run_recovery import piece_give_up, piece_max_requeues
 from benchmarks_app.services.run_state import RUN_KINDS, run_finish_if_last
 from benchmarks_app.services.scheduling import piece_send
 
@@ -81,10 +82,20 @@ def waiting_task_ids() -> set[str] | None:
         return None
 
 
-def _requeue(piece: RunPiece, *, reason: str, expect: Q) -> bool:
+def _requeue(piece: RunPiece, *, reason: str, expect: Q, counts: bool = True) -> bool:
+    """Queue ``piece`` again; ``counts``: towards ``RUN_PIECE_MAX_REQUEUES`` (expired leases
+    do; judge pauses and resent tasks do not). Past the cap the piece and its run fail with
+    ``reason`` as the cause."""
+    if counts and piece.requeues >= piece_max_requeues():
+        piece_give_up(piece=piece, reason=reason, expect=expect)
+        return False
     with transaction.atomic():
         if not RunPiece.objects.filter(Q(pk=piece.pk) & expect).update(
-            status=PieceStatus.QUEUED, lease_expires_at=None, error=reason[:10000]
+            status=PieceStatus.QUEUED,
+            lease_expires_at=None,
+            retry_at=None,
+            error=reason[:10000],
+            requeues=F("requeues") + (1 if counts else 0),
         ):
             return False  # somebody else moved it meanwhile
         EvaluationRun.objects.filter(pk=piece.run_id, status=RunStatus.WAITING).update(
@@ -113,8 +124,9 @@ def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
             report.expired.append(piece.pk)
             logger.warning("run #%s piece %r: %s; re-queued", piece.run_id, piece.key, reason)
 
-    for piece in pieces.filter(status=PieceStatus.WAITING):
-        if _requeue(piece, reason="", expect=Q(status=PieceStatus.WAITING)):
+    parked = Q(retry_at__isnull=True) | Q(retry_at__lte=now)
+    for piece in pieces.filter(parked, status=PieceStatus.WAITING):
+        if _requeue(piece, reason="", expect=Q(status=PieceStatus.WAITING), counts=False):
             report.waiting.append(piece.pk)
             logger.warning("run #%s piece %r: asking the judge again", piece.run_id, piece.key)
 
@@ -133,6 +145,9 @@ def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
                 piece,
                 reason="its task was lost or held by a busy cluster",
                 expect=Q(status=PieceStatus.QUEUED, enqueued_at=piece.enqueued_at),
+                # Not counted: a piece waiting behind long ones in a busy cluster's prefetch
+                # is resent again and again, and nothing is wrong with it.
+                counts=False,
             ):
                 report.lost.append(piece.pk)
                 logger.warning(

@@ -17,6 +17,11 @@ from django.views.decorators.http import require_POST
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
+from benchmarks_app.selectors.run_health import (
+    pieces_not_picked_up,
+    run_is_stuck,
+    stuck_after_s,
+)
 from benchmarks_app.selectors.runs import (
     ended_run_failure_causes,
     run_failed_items,
@@ -144,6 +149,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "failed_more": max(0, len(failed) - FAILED_ITEMS_SHOWN),
             "resume_blocker": run_resume_blocker(run) if failed else "",
             "can_cancel": run.status in CANCELLABLE and may_cancel(request.user, run),
+            **run_health_flags(run, active=run.status in ACTIVE),
         },
     )
 
@@ -172,6 +178,17 @@ def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
             request, f"Run #{run.pk} is {run.get_status_display().lower()}: too late to cancel."
         )
     return redirect("runs:detail", pk=run.pk)
+
+
+def run_health_flags(run: EvaluationRun, *, active: bool) -> dict[str, Any]:
+    """What an active run's page warns about: stuck past RUN_STUCK_AFTER_S, pieces that no
+    worker has picked up."""
+    if not active:
+        return {"stuck_after_s": 0, "unpicked": []}
+    return {
+        "stuck_after_s": int(stuck_after_s()) if run_is_stuck(run) else 0,
+        "unpicked": pieces_not_picked_up(run),
+    }
 
 
 @never_cache

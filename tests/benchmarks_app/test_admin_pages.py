@@ -37,6 +37,7 @@ from benchmarks_app.models import (
     Repo,
     Response,
     ResponseSubmission,
+    RunPiece,
     ScanFinding,
     Scanner,
     ScanResult,
@@ -144,7 +145,11 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
     delivery = WebhookDelivery.objects.create(
         webhook=hook, run=audit_run, payload={"event": "run.finished"}
     )
+    piece = RunPiece.objects.create(
+        run=audit_run, key="repo-alpha-7", status="running", worker="host-nu:12/13"
+    )
     return {
+        RunPiece: (piece, "host-nu:12/13"),
         Repo: (repo, "repo-alpha-7"),
         AuditDataset: (dataset, "dataset-rho"),
         DatasetRelease: (release, "dataset-rho@1"),

@@ -309,7 +309,12 @@ def test_a_judge_outage_pauses_the_run_and_the_sweeper_finishes_it(monkeypatch: 
     piece.refresh_from_db()
     assert run.status == RunStatus.WAITING and "unreachable" in run.error
     assert piece.status == PieceStatus.WAITING
+    # Parked: its worker is free, and the sweeper leaves it alone until its retry time.
+    assert piece.retry_at is not None and piece.retry_at > timezone.now()
+    assert piece.lease_expires_at is None
+    assert runs_sweep().waiting == []
     outage["down"] = False
+    RunPiece.objects.filter(pk=piece.pk).update(retry_at=timezone.now() - timedelta(seconds=1))
     report = runs_sweep()
     run.refresh_from_db()
     assert report.waiting == [piece.pk]

@@ -6,6 +6,12 @@ left waiting (over a minute, seen). This command gives the cluster ``Q_STOP_GRAC
 (default 5) to stop cleanly, then kills what is left of it and exits. The pieces its workers
 were holding have their leases expired on the way out, so the sweeper hands them to another
 worker at its next pass instead of waiting for the leases to run out.
+
+It also refuses to start (one line, exit status 2) when its ``SECRET_KEY`` cannot verify the
+queue's signing canary (:mod:`benchmarks_app.services.queue_canary`), and stops when that
+happens later; runs the sweeper every ``RUN_SWEEP_S`` in a thread of this process, outside the
+worker pool, so recovery never waits for a free worker slot; and touches ``Q_LIVENESS_FILE``
+while its sentinel lives, for ``manage.py qcluster_alive``.
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import connections
 from django.utils import timezone
 from django_q.cluster import Cluster
 from django_q.conf import Conf
 from django_q.management.commands.qcluster import Command as QClusterCommand
+
+from benchmarks_app.services.liveness import liveness_file
+from benchmarks_app.services.queue_canary import mark_cluster_process, queue_canary_problem
 
 logger = logging.getLogger("benchmarks_app.qcluster")
 
@@ -79,17 +89,56 @@ def stats_apart() -> None:
         Conf.Q_STAT = f"django_q:{Conf.PREFIX}:{Conf.CLUSTER_NAME}:cluster"
 
 
+# How often a running cluster checks that it can still read the queue's tasks.
+CANARY_CHECK_S = 30.0
+
+
+def _canary_problem_closing() -> str | None:
+    try:
+        return queue_canary_problem()
+    finally:
+        connections.close_all()
+
+
+class Sweeper(threading.Thread):
+    """Runs the sweeper every ``RUN_SWEEP_S`` in the cluster's own process, not in a worker:
+    when every worker waits on a down judge, lost pieces are still handed out again."""
+
+    def __init__(self, stopping: threading.Event) -> None:
+        super().__init__(name="run-sweeper", daemon=True)
+        self.stopping = stopping
+        self.every_s = float(getattr(settings, "RUN_SWEEP_S", 60))
+
+    def run(self) -> None:
+        from benchmarks_app.tasks.runs import sweep_runs
+
+        while not self.stopping.wait(self.every_s):
+            try:
+                logger.info("sweep: %s", sweep_runs())
+            except Exception:  # a database or broker blip: the next pass tries again
+                logger.exception("the sweeper failed; trying again in %ss", self.every_s)
+            finally:
+                connections.close_all()
+
+
 class Command(QClusterCommand):
     help = "Starts a django-q2 cluster that stops within seconds on SIGTERM or SIGINT."
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings.SECRET_KEY  # noqa: B018 - signing needs it; fail before starting
+        mark_cluster_process()
+        if problem := queue_canary_problem():
+            self.stderr.write(f"qcluster refuses to start: {problem}")
+            raise SystemExit(2)
+        # Forked processes must not share this process's database connection.
+        connections.close_all()
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         grace = float(os.environ.get("Q_STOP_GRACE_S", "5"))
         stats_apart()
         cluster = Cluster()
         stopping = threading.Event()
+        exit_code = {"value": 0}
 
         def stop(signum: int, frame: Any) -> None:
             if stopping.is_set():
@@ -112,16 +161,30 @@ class Command(QClusterCommand):
                     os.kill(pid, signal.SIGKILL)
             _release_leases(sentinel_pid)
             logging.shutdown()
-            os._exit(0)
+            os._exit(exit_code["value"])
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         cluster.start()
         if options.get("run_once", False):
             stop(signal.SIGTERM, None)
+        sweeper = Sweeper(stopping)
+        sweeper.start()
+        liveness = liveness_file()
+        last_check = time.monotonic()
         while True:
             time.sleep(1)
             sentinel = cluster.sentinel
             if sentinel is not None and not sentinel.is_alive() and not stopping.is_set():
                 logger.error("qcluster %s: the sentinel died; exiting", os.getpid())
                 os._exit(1)
+            if sentinel is not None and sentinel.is_alive() and sweeper.is_alive():
+                with contextlib.suppress(OSError):
+                    liveness.touch()
+            if time.monotonic() - last_check >= CANARY_CHECK_S:
+                last_check = time.monotonic()
+                problem = _canary_problem_closing()
+                if problem and not stopping.is_set():
+                    logger.error("qcluster %s stops: %s", os.getpid(), problem)
+                    exit_code["value"] = 2
+                    stop(signal.SIGTERM, None)

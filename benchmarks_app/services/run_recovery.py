@@ -1,0 +1,180 @@
+"""Faults a run heals from without a person: a lost database connection, a judge outage, and
+a piece that keeps coming back.
+
+* **Database lost** (a PostgreSQL restart or fail-over ends every connection): the piece's
+  worker drops its connection, reconnects and queues the piece again; the next holder marks
+  the calls this one left ``pending`` as ``lost`` and redoes only what is missing. Nothing
+  fails. While the database stays down the worker cannot even do that; its lease then expires
+  and the sweeper hands the piece out once the database is back.
+* **Judge down** (``JudgeUnavailable`` after ``JUDGE_OUTAGE_PATIENCE_S``): the piece is parked
+  (``waiting``, ``retry_at`` = now + ``RUN_PARK_RETRY_S``) and its worker freed; the run's
+  other pieces are parked as soon as a worker takes them, without asking the judge, so an
+  outage does not hold one worker per piece.
+* **The re-queue cap**: every hand-out after a lost worker (expired lease) or connection
+  counts; past ``RUN_PIECE_MAX_REQUEUES`` the piece and its run fail with the last cause (a
+  piece that kills its worker every time ends instead of looping). Resent tasks (lost, or
+  waiting in a busy cluster's prefetch) and judge pauses do not count.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
+from benchmarks_app.models.runs import ACTIVE_STATUSES
+
+logger = logging.getLogger(__name__)
+
+# Waits between tries to queue a piece again while the database comes back (seconds).
+RECONNECT_DELAYS_S = (0.0, 1.0, 2.0, 4.0, 8.0)
+
+
+def database_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it, or one of a group's) is a lost or refused database
+    connection, a transient fault, rather than a bug or bad data."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        error = todo.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, (OperationalError, InterfaceError)):
+            return True
+        if isinstance(error, BaseExceptionGroup):
+            todo.extend(error.exceptions)
+        for linked in (error.__cause__, error.__context__):
+            if linked is not None:
+                todo.append(linked)
+    return False
+
+
+def piece_max_requeues() -> int:
+    return int(getattr(settings, "RUN_PIECE_MAX_REQUEUES", 10))
+
+
+def piece_give_up(*, piece: RunPiece, reason: str, expect: Q) -> bool:
+    """Fail a piece handed out ``RUN_PIECE_MAX_REQUEUES`` times already, and its run, with
+    ``reason`` as the cause; False when the piece moved on meanwhile (``expect`` no longer
+    holds)."""
+    from benchmarks_app.services.run_state import run_fail
+
+    cause = (
+        f"piece {piece.key or 'all'} was re-queued {piece.requeues} times "
+        f"(RUN_PIECE_MAX_REQUEUES={piece_max_requeues()}); last cause: {reason}"
+    )
+    with transaction.atomic():
+        if not RunPiece.objects.filter(Q(pk=piece.pk) & expect).update(
+            status=PieceStatus.FAILED,
+            lease_expires_at=None,
+            retry_at=None,
+            finished_at=timezone.now(),
+            error=cause[:10000],
+        ):
+            return False
+        run_fail(run_id=piece.run_id, error=f"Run failed: {cause}.")
+    logger.error("run #%s: %s; the run fails", piece.run_id, cause)
+    return True
+
+
+def piece_requeue_after_database_loss(*, piece: RunPiece, error: BaseException) -> bool:
+    """Reconnect and queue ``piece`` (held by this worker) again; True once queued or failed
+    at the cap, False when the database stayed down or the piece was taken over meanwhile."""
+    from benchmarks_app.services.scheduling import piece_send
+
+    reason = f"lost the database connection ({type(error).__name__}: {_first_line(error)})"
+    logger.warning("run #%s piece %r: %s; re-queuing it", piece.run_id, piece.key, reason)
+    ours = Q(status=PieceStatus.RUNNING, attempt=piece.attempt)
+    for delay in RECONNECT_DELAYS_S:
+        time.sleep(delay)
+        # The old connection is dead; the next query opens a new one. (Inside a caller's
+        # transaction, a test's, there is nothing to reopen: closing would only break it.)
+        if not connection.in_atomic_block:
+            connection.close()
+        try:
+            current = RunPiece.objects.filter(pk=piece.pk).values_list("requeues", flat=True)
+            requeues = current.first()
+            if requeues is None:
+                return False
+            if requeues >= piece_max_requeues():
+                piece.requeues = requeues
+                return piece_give_up(piece=piece, reason=reason, expect=ours)
+            with transaction.atomic():
+                if not RunPiece.objects.filter(Q(pk=piece.pk) & ours).update(
+                    status=PieceStatus.QUEUED,
+                    lease_expires_at=None,
+                    error=reason[:10000],
+                    requeues=F("requeues") + 1,
+                ):
+                    return False  # the sweeper already gave it to someone else
+            piece.refresh_from_db()
+            piece_send(piece=piece)
+            return True
+        except DatabaseError:
+            logger.warning("run #%s: the database is still unreachable", piece.run_id)
+    logger.error(
+        "run #%s piece %r: the database stayed unreachable; the sweeper re-queues the piece "
+        "when its lease expires",
+        piece.run_id,
+        piece.key,
+    )
+    return False
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else "no message"
+
+
+def park_seconds() -> float:
+    return float(getattr(settings, "RUN_PARK_RETRY_S", 60))
+
+
+def piece_park(*, piece: RunPiece) -> None:
+    """Give a paused (``waiting``) piece its retry time: the sweeper leaves it until then."""
+    RunPiece.objects.filter(pk=piece.pk, status=PieceStatus.WAITING).update(
+        retry_at=timezone.now() + timedelta(seconds=park_seconds())
+    )
+
+
+def piece_park_beside_sibling(*, piece: RunPiece) -> bool:
+    """Park a piece just claimed when another piece of its run is parked on the judge: the
+    judge is down for the whole run, and asking it again would hold this worker for another
+    ``JUDGE_OUTAGE_PATIENCE_S``. True when parked (the worker has nothing to do)."""
+    if piece.run.status not in ACTIVE_STATUSES:
+        return False  # an ended run's piece is failed by the caller, not parked
+    now = timezone.now()
+    parked = (
+        RunPiece.objects.filter(run_id=piece.run_id, status=PieceStatus.WAITING, retry_at__gt=now)
+        .exclude(pk=piece.pk)
+        .order_by("-retry_at")
+        .first()
+    )
+    if parked is None:
+        return False
+    taken = RunPiece.objects.filter(
+        pk=piece.pk, attempt=piece.attempt, status=PieceStatus.RUNNING
+    ).update(
+        status=PieceStatus.WAITING,
+        lease_expires_at=None,
+        retry_at=parked.retry_at,
+        error=parked.error,
+    )
+    if taken:
+        EvaluationRun.objects.filter(pk=piece.run_id, status__in=ACTIVE_STATUSES).update(
+            status=RunStatus.WAITING, updated_at=now
+        )
+        logger.info(
+            "run #%s piece %r parked beside piece %r until the judge is tried again",
+            piece.run_id,
+            piece.key,
+            parked.key,
+        )
+    return bool(taken)
