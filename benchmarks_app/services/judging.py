@@ -369,6 +369,8 @@ async def llm_config_probe(run: EvaluationRun, *, client: Any, config: LLMConfig
             model=config.model,
             temperature=config.temperature,
             timeout_s=min(config.timeout_s, 60.0),
+            base_url=config.base_url,
+            stream=config.stream,
         )
     await sync_to_async(_record_request, thread_sensitive=True)(run.pk, config.sampling_record())
     return config

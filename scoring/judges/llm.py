@@ -62,6 +62,7 @@ from scoring.judges.limits import CallGate, estimate_tokens, retry_after_s
 from scoring.judges.local import local_call
 from scoring.judges.outage import Patience, breaker_for
 from scoring.judges.records import CallLedger, CallRecord, DurableRecorder, Prompt, Recorder
+from scoring.judges.reply import AnswerTimeout, ServerFault, send
 from scoring.judges.server import (
     JSON_OBJECT,
     JSON_SCHEMA,
@@ -133,6 +134,9 @@ class LLMConfig:
     # many transient failures in a row (no answer in between) make it an outage.
     outage_patience_s: float = 300.0
     breaker_threshold: int = 5
+    # Stream answers: a request given up on is then stopped on the server (the connection
+    # closes), and a slow server is told apart from a dead one by the tokens it sent.
+    stream: bool = True
 
     @property
     def response_format(self) -> str:
@@ -148,12 +152,29 @@ class LLMConfig:
             options["temperature"] = self.temperature
         return options
 
+    @property
+    def streams(self) -> bool:
+        return self.stream and self.profile.stream
+
+    def request_record(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """What the ledger keeps of one request's options (not its messages)."""
+        fmt = kwargs.get("response_format")
+        record = {
+            k: kwargs[k]
+            for k in ("model", "temperature", "seed", "max_tokens", "max_completion_tokens")
+            if k in kwargs
+        }
+        record["response_format"] = fmt.get("type") if isinstance(fmt, dict) else "none"
+        record["stream"] = self.streams
+        return record
+
     def sampling_record(self) -> dict[str, Any]:
         """What a run records about how it asked (so it can be reproduced)."""
         return {
             "response_format": self.response_format,
             "max_answer_tokens": self.max_answer_tokens,
             "token_param": self.profile.token_param,
+            "stream": self.streams,
             "temperature": self.temperature if self.profile.send_temperature else None,
             "seed": (
                 f"{self.seed} + vote number"
@@ -343,6 +364,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
             }
             if fmt is not None:
                 kwargs["response_format"] = fmt
+            q.ledger.request = config.request_record(kwargs)
             await q.flight.renew()
             gate: AbstractAsyncContextManager[Any] = nullcontext()
             if isinstance(q.limiter, CallGate):
@@ -358,8 +380,13 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     ticket = await q.ledger.begin(attempt)
                     started = time.perf_counter()
                     try:
-                        create: Any = client.chat.completions.create
-                        response = await create(**kwargs)
+                        reply = await send(
+                            client,
+                            kwargs,
+                            stream=config.streams,
+                            timeout_s=config.timeout_s,
+                            base_url=config.base_url,
+                        )
                     except asyncio.CancelledError:
                         # The run is stopping (another call ran out of patience, or the worker
                         # is shutting down): the row must not stay pending for ever.
@@ -368,21 +395,37 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     except Exception as exc:
                         error = exc
                     else:
-                        if admitted is not None and getattr(response, "usage", None) is not None:
+                        if admitted is not None:
                             # The rate window counts what the server says it used.
-                            usage = response.usage
-                            admitted.entry[1] = float(
-                                (getattr(usage, "prompt_tokens", 0) or 0)
-                                + (getattr(usage, "completion_tokens", 0) or 0)
-                            )
+                            admitted.entry[1] = float(reply.tokens_in + reply.tokens_out)
+                # A server that sent tokens until the timeout is slow, not down; one that sent a
+                # body that is not a completion answered (wrongly) all the same.
+                slow = isinstance(error, AnswerTimeout) and error.live
                 transient = (
-                    error is not None and is_transient(error) and context_error(error) is None
+                    error is not None
+                    and not slow
+                    and not isinstance(error, ServerFault)
+                    and is_transient(error)
+                    and context_error(error) is None
                 )
                 if transient:
                     passage.failed(error_message(error) if error is not None else "")
                 else:
                     passage.answered()
 
+            if isinstance(error, ServerFault):
+                message = str(error)
+                await q.ledger.end(ticket, attempt, started, "error", err=message, raw=error.raw)
+                raise VoteFailed(failures.tag(failures.SERVER, message)) from error
+            if slow and isinstance(error, AnswerTimeout):
+                await q.ledger.end(
+                    ticket, attempt, started, "error", tout=error.tokens, err=str(error)
+                )
+                if invalid_asks >= 1:
+                    raise VoteFailed(failures.tag(failures.SLOW, _slow(config, error))) from error
+                invalid_asks += 1
+                user_text = q.user + correction("", truncated=True, bound=config.max_answer_tokens)
+                continue
             if error is not None:
                 message = error_message(error)
                 await q.ledger.end(
@@ -403,7 +446,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     await q.sleep(backoff_delay(config, shared_context_retries - 1))
                     continue
                 if overflow is not None:
-                    raise _overflow(message, overflow) from error
+                    raise _overflow(message, overflow, config.max_answer_tokens) from error
                 if not transient:
                     raise VoteFailed(failures.tag(failures.REJECTED, message)) from error
                 patience.start()
@@ -428,26 +471,40 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
 
             if q.limiter is not None:
                 q.limiter.succeeded()
-            usage = getattr(response, "usage", None)
-            tin = int(getattr(usage, "prompt_tokens", 0) or 0)
-            tout = int(getattr(usage, "completion_tokens", 0) or 0)
-            choice = response.choices[0] if response.choices else None
-            content = choice.message.content if choice is not None else None
-            truncated = getattr(choice, "finish_reason", None) == "length"
+            tin, tout = reply.tokens_in, reply.tokens_out
+            content = reply.content
+            truncated = reply.truncated
             bound = config.max_answer_tokens
-            if truncated:
+            if reply.thought_out:
+                parsed, problem = None, f"all {bound} tokens of the bound spent reasoning"
+            elif truncated:
                 parsed, problem = None, f"answer cut at the bound of {bound} tokens"
+            elif reply.refusal and not content:
+                parsed, problem = None, f"the model refused: {reply.refusal[:200]}"
             else:
                 parsed, problem = parse_answer(q.schema, content)
                 if parsed is not None and q.validate is not None:
                     problem = q.validate(parsed) or ""
-            raw = content if isinstance(content, str) else ""
+            raw = reply.raw
+            usage = Usage(tin, tout, reply.tokens_reasoning)
             if parsed is not None and not problem:
                 value = parsed.model_dump(mode="json")
-                await _keep(q, ticket, attempt, started, value, tin, tout, raw)
+                await _keep(q, ticket, attempt, started, value, usage, raw)
                 return parsed
             status = "truncated" if truncated else "invalid"
-            await q.ledger.end(ticket, attempt, started, status, tin, tout, problem, raw=raw)
+            await q.ledger.end(
+                ticket,
+                attempt,
+                started,
+                status,
+                tin,
+                tout,
+                problem,
+                raw=raw,
+                reasoning=reply.tokens_reasoning,
+            )
+            if reply.thought_out:
+                raise VoteFailed(failures.tag(failures.REASONING, problem))
             if invalid_asks >= 1:
                 kind = failures.TRUNCATED if truncated else failures.INVALID
                 raise VoteFailed(failures.tag(kind, f"invalid answer twice: {problem}"))
@@ -461,8 +518,7 @@ async def _keep(
     attempt: int,
     started: float,
     value: dict[str, Any],
-    tin: int,
-    tout: int,
+    usage: Usage,
     raw: str,
 ) -> None:
     """Ledger the answer as ok and cache it: in one transaction where the storage allows."""
@@ -473,13 +529,49 @@ async def _keep(
         "vote_number": q.vote_number,
     }
     write = ledger_write(q.cache, q.key, value, **meta)
-    if not await q.ledger.end(ticket, attempt, started, "ok", tin, tout, raw=raw, then=write):
+    ended = await q.ledger.end(
+        ticket,
+        attempt,
+        started,
+        "ok",
+        usage.tokens_in,
+        usage.tokens_out,
+        raw=raw,
+        then=write,
+        reasoning=usage.reasoning,
+    )
+    if not ended:
         await cache_put(q.cache, q.key, value, **meta)
     q.flight.answered(value)
 
 
-def _overflow(message: str, overflow: ContextError) -> ContextOverflow:
+@dataclass(frozen=True)
+class Usage:
+    tokens_in: int
+    tokens_out: int
+    reasoning: int = 0
+
+
+def _slow(config: LLMConfig, timeout: AnswerTimeout) -> str:
+    speed = timeout.tokens / timeout.seconds if timeout.seconds > 0 else 0.0
+    need = config.max_answer_tokens / speed if speed > 0 else 0.0
+    return (
+        f"{timeout}; an answer of up to {config.max_answer_tokens} tokens "
+        f"(JUDGE_MAX_ANSWER_TOKENS) needs about {need:.0f} s at that speed, more than "
+        f"JUDGE_TIMEOUT_S={config.timeout_s:.0f}"
+    )
+
+
+def _overflow(message: str, overflow: ContextError, bound: int = 0) -> ContextOverflow:
     sizes = ""
     if overflow.prompt_tokens and overflow.context_tokens:
         sizes = f" (prompt {overflow.prompt_tokens:,} tokens, context {overflow.context_tokens:,})"
+    if bound and overflow.context_tokens and bound >= overflow.context_tokens:
+        # No split can help: the answer bound alone takes the whole context.
+        message = (
+            f"the answer bound alone fills the context: JUDGE_MAX_ANSWER_TOKENS={bound:,} "
+            f"against a context of {overflow.context_tokens:,} tokens per request; lower "
+            f"JUDGE_MAX_ANSWER_TOKENS or give the server a larger context ({message})"
+        )
+        sizes = ""
     return ContextOverflow(failures.tag(failures.CONTEXT, f"{message}{sizes}"), detail=overflow)

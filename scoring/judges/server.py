@@ -21,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+
+from scoring.judges.reply import AnswerTimeout, ServerFault, StreamBroken, send
 
 if TYPE_CHECKING:
     import openai
@@ -44,8 +47,17 @@ class ServerProfile:
     token_param: str = "max_completion_tokens"
     send_seed: bool = True
     send_temperature: bool = True
+    stream: bool = True
     probed: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # What the server answered to the probe, where it said: a reply that is not a chat
+    # completion (``fault``), its context per request and slots (llama.cpp's /props, vLLM's
+    # max_model_len), its generation speed, and whether it reasons before answering.
+    fault: str = ""
+    context_tokens: int | None = None
+    slots: int | None = None
+    tokens_per_s: float | None = None
+    reasoning: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -229,6 +241,8 @@ async def probe_server(
     temperature: float | None,
     timeout_s: float = 60.0,
     preferred_format: str = JSON_SCHEMA,
+    base_url: str | None = None,
+    stream: bool = True,
 ) -> ServerProfile:
     """Find the request options the server takes, with one small call (a few on refusals).
 
@@ -237,7 +251,7 @@ async def probe_server(
     """
     import openai
 
-    profile = ServerProfile(response_format=preferred_format, probed=True)
+    profile = ServerProfile(response_format=preferred_format, probed=True, stream=stream)
     for _ in range(6):
         kwargs: dict[str, Any] = {
             "model": model,
@@ -256,14 +270,27 @@ async def probe_server(
             kwargs["seed"] = 1
         if temperature is not None and profile.send_temperature:
             kwargs["temperature"] = temperature
+        started = time.perf_counter()
         try:
-            create: Any = client.chat.completions.create
-            await create(**kwargs)
-            return profile
+            reply = await send(
+                client,
+                kwargs,
+                stream=profile.stream,
+                timeout_s=timeout_s,
+                base_url=base_url,
+            )
+        except ServerFault as fault:
+            note = f"server fault: {fault}"
+            return replace(profile, fault=str(fault), notes=(*profile.notes, note))
+        except (AnswerTimeout, StreamBroken) as exc:
+            return replace(profile, notes=(*profile.notes, f"probe failed: {exc}"))
         except openai.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code in (401, 403, 404, 408, 429):
                 note = f"probe inconclusive: {error_message(exc)}"
                 return replace(profile, notes=(*profile.notes, note))
+            if profile.stream and _rejects(exc, "stream_options", "streaming"):
+                profile = replace(profile, stream=False, notes=(*profile.notes, "no streaming"))
+                continue
             if profile.token_param == "max_completion_tokens" and _rejects(
                 exc, "max_completion_tokens"
             ):
@@ -289,4 +316,15 @@ async def probe_server(
                 return replace(profile, notes=(*profile.notes, note))
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             return replace(profile, notes=(*profile.notes, f"probe failed: {error_message(exc)}"))
+        else:
+            elapsed = time.perf_counter() - started
+            speed = reply.tokens_per_s
+            if speed is None and reply.tokens_out >= 4 and elapsed > 0:
+                # Includes the prompt's processing: a lower bound of the generation speed.
+                speed = reply.tokens_out / elapsed
+            return replace(
+                profile,
+                tokens_per_s=round(speed, 2) if speed else None,
+                reasoning=bool(reply.reasoning or reply.tokens_reasoning),
+            )
     return profile
