@@ -182,6 +182,11 @@ JUDGE_BACKOFF_MAX_S = envparse.env_float(ENV, "JUDGE_BACKOFF_MAX_S", 30.0)
 # A judge that keeps failing with transient errors (outage, 5xx, timeouts, rate limits) is
 # waited for this long, one probe call at a time, before its run pauses as "waiting for judge".
 JUDGE_OUTAGE_PATIENCE_S = envparse.env_float(ENV, "JUDGE_OUTAGE_PATIENCE_S", 300.0)
+# Stream judge answers, so that a request given up on (timeout) stops on the server too.
+JUDGE_STREAM = envparse.env_bool(ENV, "JUDGE_STREAM", True)
+# Prices in dollars per million tokens; where set, runs show an estimated cost of their calls.
+JUDGE_PRICE_IN_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_IN_PER_MTOK", 0.0)
+JUDGE_PRICE_OUT_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_OUT_PER_MTOK", 0.0)
 # Run leases: a worker renews its piece's lease every RUN_LEASE_S / 3 seconds; the sweeper
 # (a django-q2 schedule every RUN_SWEEP_S seconds, rounded to whole minutes) re-queues pieces
 # whose lease expired and queued pieces whose task has been lost, so a dead worker's run

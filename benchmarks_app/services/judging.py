@@ -265,6 +265,8 @@ class LedgerRecorder:
             latency_ms=r.latency_ms,
             tokens_in=r.tokens_in,
             tokens_out=r.tokens_out,
+            tokens_reasoning=r.tokens_reasoning,
+            request=r.request,
             status=r.status,
             error=r.error,
             raw_response=r.raw_response,
@@ -354,6 +356,7 @@ def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMCo
         temperature=settings.JUDGE_TEMPERATURE,
         seed=settings.JUDGE_SEED,
         outage_patience_s=float(settings.JUDGE_OUTAGE_PATIENCE_S),
+        stream=bool(getattr(settings, "JUDGE_STREAM", True)),
     )
 
 

@@ -17,6 +17,7 @@ from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
 from benchmarks_app.selectors.runs import (
     ended_run_failure_causes,
     run_failed_items,
+    run_judge_usage,
     run_resume_blocker,
 )
 from benchmarks_app.selectors.visibility import visible_runs
@@ -139,6 +140,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "failed": failed[:FAILED_ITEMS_SHOWN],
             "failed_more": max(0, len(failed) - FAILED_ITEMS_SHOWN),
             "resume_blocker": run_resume_blocker(run) if failed else "",
+            "usage": run_judge_usage(run=run),
         },
     )
 

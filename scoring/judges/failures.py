@@ -56,8 +56,8 @@ _TAG = re.compile(r"^\[(\w+)\]\s*")
 # Ids and timings vary between otherwise identical failures: they are dropped.
 _VARYING = re.compile(r"\b(?:req|chatcmpl)[-_][A-Za-z0-9]+\b|\b\d+(?:\.\d+)?\s*(?:ms|s)\b")
 # Other numbers (token counts, sizes) are kept, as a range where the failures differ; an HTTP
-# status is part of what the failure is.
-_NUMBER = re.compile(r"(?<!HTTP )(?<![\w.])\d[\d,]*(?:\.\d+)?(?![\w])")
+# status is part of what the failure is, and a number inside an address or a name is not a count.
+_NUMBER = re.compile(r"(?<!HTTP )(?<![\w.:/-])\d[\d,]*(?:\.\d+)?(?![\w:/]|\.\d)")
 _SLOT = "\x00"
 
 
@@ -168,6 +168,13 @@ def reason_key(reason: str) -> tuple[str, str]:
     if ADVICE[kind] in text:
         text = text.replace(ADVICE[kind], "").rstrip(" :;,")
     return kind, _message(text)
+
+
+def cause_key(reason: str) -> tuple[str, str]:
+    """What makes two reasons one cause in :func:`summarize_items`: kind and message with its
+    ids, timings and numbers taken out."""
+    kind, message = reason_key(reason)
+    return kind, _fold(message)[0]
 
 
 def summarize_items(items: Iterable[Iterable[str]]) -> list[FailureCause]:

@@ -158,11 +158,13 @@ def read_body(body: str, *, content_type: str, base_url: str | None) -> Reply:
         finish_reason=choice.get("finish_reason"),
         reasoning=_reasoning_of(message),
         refusal=str(message.get("refusal") or ""),
-        raw=body,
     )
     _usage(reply, data.get("usage"))
     _timings(reply, data.get("timings"))
     _check_message(reply, fault)
+    # The ledger keeps the answer's text, as it was before parsing (the body's envelope says
+    # nothing more); a reply without text keeps what explains it.
+    reply.raw = reply.content or reply.refusal or reply.reasoning
     return reply
 
 
@@ -253,7 +255,7 @@ class StreamReader:
         reply.content = "".join(self.parts) if self.parts else None
         reply.reasoning = "".join(self.thoughts)
         reply.refusal = "".join(self.refusal)
-        reply.raw = reply.content or ""
+        reply.raw = reply.content or reply.refusal or reply.reasoning
         if not reply.tokens_out:
             # No usage in the stream (a server that ignores stream_options): count pieces.
             reply.tokens_out = self.tokens_seen
