@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -45,7 +46,7 @@ from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, JudgeCall
 from benchmarks_app.models.judging import JudgeCallStatus
 from benchmarks_app.services.judging_rounds import pending_row, rounds, settled
 from scoring.judges.cache import CacheWrite
-from scoring.judges.llm import CallRecord, LLMConfig
+from scoring.judges.llm import CallRecord, LLMConfig, fit_to_server
 from scoring.judges.server import probe_server
 
 # How often a caller waiting for another asker's answer looks at the cache again.
@@ -360,11 +361,16 @@ def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMCo
     )
 
 
-async def llm_config_probe(run: EvaluationRun, *, client: Any, config: LLMConfig) -> LLMConfig:
+async def llm_config_probe(
+    run: EvaluationRun, *, client: Any, config: LLMConfig, limiter: Any = None
+) -> LLMConfig:
     """Probe the server once (``JUDGE_PROBE``) and record on the run how it is asked.
 
-    Runs inside the run's event loop; the record is written through ``sync_to_async`` so it
-    lands on the processor's thread and connection.
+    What the server says it can do sizes the run: the answer bound fits its speed and
+    context (:func:`fit_to_server`), and ``limiter`` (the judge's concurrency gate) starts at
+    its slot count where that is lower than JUDGE_CONCURRENCY. What changed is recorded with
+    the probe. Runs inside the run's event loop; the record is written through
+    ``sync_to_async`` so it lands on the processor's thread and connection.
     """
     if settings.JUDGE_PROBE and not config.json_mode:
         config.profile = await probe_server(
@@ -375,6 +381,16 @@ async def llm_config_probe(run: EvaluationRun, *, client: Any, config: LLMConfig
             base_url=config.base_url,
             stream=config.stream,
         )
+        notes = fit_to_server(config)
+        slots = config.profile.slots
+        if slots and limiter is not None and slots < limiter.max_width:
+            notes.append(
+                f"concurrency {slots} (the server's slots) instead of JUDGE_CONCURRENCY="
+                f"{limiter.max_width}: more requests would only queue on the server"
+            )
+            limiter.max_width = limiter.width = slots
+        if notes:
+            config.profile = replace(config.profile, notes=(*config.profile.notes, *notes))
     await sync_to_async(_record_request, thread_sensitive=True)(run.pk, config.sampling_record())
     return config
 

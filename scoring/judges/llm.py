@@ -110,6 +110,13 @@ M = TypeVar("M", bound=BaseModel)
 
 Sleep = Callable[[float], Awaitable[None]]
 
+# The smallest answer bound worth asking with (a verdict is ~100-300 tokens), and the tokens a
+# chat template adds around the messages.
+_MIN_BOUND = 256
+_TEMPLATE_TOKENS = 64
+# The share of the timeout an answer of the full bound may take at the server's speed.
+_SPEED_MARGIN = 0.8
+
 # How often a call is retried after narrowing the concurrency on a shared-context overflow.
 _SHARED_CONTEXT_RETRIES = 3
 
@@ -143,9 +150,20 @@ class LLMConfig:
         # JUDGE_JSON_MODE forces the fallback; otherwise what the probe found the server takes.
         return JSON_OBJECT if self.json_mode else self.profile.response_format
 
-    def request_options(self, vote_number: int) -> dict[str, Any]:
+    def answer_bound(self, prompt_tokens: int = 0) -> int:
+        """The bound sent: ``max_answer_tokens``, lowered so that prompt and answer fit the
+        context per request where the probe learnt it (llama.cpp, vLLM)."""
+        bound = self.max_answer_tokens
+        context = self.profile.context_tokens
+        if context and prompt_tokens:
+            # The estimate counts four characters a token; code and numbers take more.
+            room = context - int(prompt_tokens * 1.25) - _TEMPLATE_TOKENS
+            bound = min(bound, max(_MIN_BOUND, room))
+        return bound
+
+    def request_options(self, vote_number: int, prompt_tokens: int = 0) -> dict[str, Any]:
         """Bound, seed and temperature, each only where the server takes it."""
-        options: dict[str, Any] = {self.profile.token_param: self.max_answer_tokens}
+        options: dict[str, Any] = {self.profile.token_param: self.answer_bound(prompt_tokens)}
         if self.seed is not None and self.profile.send_seed:
             options["seed"] = self.seed + vote_number
         if self.temperature is not None and self.profile.send_temperature:
@@ -211,6 +229,35 @@ def make_client(config: LLMConfig, http_client: Any = None) -> openai.AsyncOpenA
     import openai  # only where a client is made: importing the judges stays light
 
     return openai.AsyncOpenAI(**kwargs)
+
+
+def fit_to_server(config: LLMConfig) -> list[str]:
+    """Lower the answer bound to what the probed server can produce within the timeout.
+
+    Only a speed the server itself reported (llama.cpp's timings) is trusted: the probe's own
+    measure of a 16-token answer includes the network and the prompt, and would cut a remote
+    reasoning model's room for no reason. Returns what was changed, in words for the run.
+    """
+    p = config.profile
+    notes: list[str] = []
+    if p.tokens_per_s and p.speed_source == "server":
+        fits = int(p.tokens_per_s * config.timeout_s * _SPEED_MARGIN)
+        if fits < config.max_answer_tokens:
+            new = max(_MIN_BOUND // 4, fits)
+            notes.append(
+                f"answer bound lowered from {config.max_answer_tokens} to {new} tokens: the "
+                f"server generates about {p.tokens_per_s:g} tokens/s, and JUDGE_TIMEOUT_S="
+                f"{config.timeout_s:g} leaves room for no more (lower JUDGE_MAX_ANSWER_TOKENS "
+                "or raise JUDGE_TIMEOUT_S to choose)"
+            )
+            config.max_answer_tokens = new
+    if p.context_tokens and config.max_answer_tokens >= p.context_tokens:
+        notes.append(
+            f"JUDGE_MAX_ANSWER_TOKENS={config.max_answer_tokens} alone fills the server's "
+            f"context of {p.context_tokens} tokens per request: each request's bound is "
+            "lowered to what its prompt leaves"
+        )
+    return notes
 
 
 def _key_version(config: LLMConfig, prompt_version: str) -> str:
@@ -360,7 +407,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     {"role": "user", "content": user_text},
                 ],
                 "timeout": config.timeout_s,
-                **config.request_options(q.vote_number),
+                **config.request_options(q.vote_number, estimate_tokens(system_message, user_text)),
             }
             if fmt is not None:
                 kwargs["response_format"] = fmt

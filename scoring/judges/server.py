@@ -57,6 +57,7 @@ class ServerProfile:
     context_tokens: int | None = None
     slots: int | None = None
     tokens_per_s: float | None = None
+    speed_source: str = ""  # "server" (llama.cpp's timings) or "measured" (probe's latency)
     reasoning: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -318,13 +319,59 @@ async def probe_server(
             return replace(profile, notes=(*profile.notes, f"probe failed: {error_message(exc)}"))
         else:
             elapsed = time.perf_counter() - started
-            speed = reply.tokens_per_s
+            speed, source = reply.tokens_per_s, "server"
             if speed is None and reply.tokens_out >= 4 and elapsed > 0:
                 # Includes the prompt's processing: a lower bound of the generation speed.
-                speed = reply.tokens_out / elapsed
+                speed, source = reply.tokens_out / elapsed, "measured"
+            context, slots = await server_limits(client, base_url=base_url, model=model)
             return replace(
                 profile,
                 tokens_per_s=round(speed, 2) if speed else None,
+                speed_source=source if speed else "",
                 reasoning=bool(reply.reasoning or reply.tokens_reasoning),
+                context_tokens=context,
+                slots=slots,
             )
     return profile
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+async def _get_json(client: Any, url: str) -> Any:
+    try:
+        return await client.get(url, cast_to=dict, options={"timeout": 10.0})
+    except Exception:  # not offered by this server (404, not JSON, ...): nothing learnt
+        return None
+
+
+async def server_limits(
+    client: Any, *, base_url: str | None, model: str
+) -> tuple[int | None, int | None]:
+    """(context per request, slots) where the server says: llama.cpp's ``/props``
+    (``default_generation_settings.n_ctx`` is one slot's context, ``total_slots``), vLLM's
+    ``max_model_len`` on ``/v1/models``. ``None`` for what it does not say."""
+    if not base_url:
+        return None, None  # the OpenAI API: neither is published
+    api = base_url.rstrip("/")
+    root = api[: -len("/v1")] if api.endswith("/v1") else api
+    context = slots = None
+    props = await _get_json(client, f"{root}/props")
+    if isinstance(props, dict):
+        slots = _positive(props.get("total_slots"))
+        settings = props.get("default_generation_settings")
+        if isinstance(settings, dict):
+            context = _positive(settings.get("n_ctx"))
+        context = context or _positive(props.get("n_ctx"))
+    if context is None:
+        models = await _get_json(client, f"{api}/models")
+        data = models.get("data") if isinstance(models, dict) else None
+        for entry in data if isinstance(data, list) else []:
+            if isinstance(entry, dict) and entry.get("id") in (model, None):
+                context = _positive(entry.get("max_model_len"))
+                break
+        else:
+            if isinstance(data, list) and len(data) == 1 and isinstance(data[0], dict):
+                context = _positive(data[0].get("max_model_len"))
+    return context, slots

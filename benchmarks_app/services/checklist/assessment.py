@@ -141,7 +141,9 @@ async def _judge_all(run: EvaluationRun, to_judge: list[ChecklistAnswer]) -> int
     judge, recorder = _build_judge(run)
     try:
         if isinstance(judge, OpenAIChecklistJudge):
-            await llm_config_probe(run, client=judge.client, config=judge.config)
+            await llm_config_probe(
+                run, client=judge.client, config=judge.config, limiter=judge.limiter
+            )
         iterations = int(settings.JUDGE_ITERATIONS)
         batch_size = int(settings.JUDGE_BATCH_SIZE)
         concurrency = int(settings.JUDGE_CONCURRENCY)

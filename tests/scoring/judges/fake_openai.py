@@ -98,8 +98,16 @@ def error_body(message: str) -> dict[str, Any]:
 
 
 class FakeOpenAI:
-    def __init__(self, handler: Handler, *, keep_alive: bool = False) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        keep_alive: bool = False,
+        pages: dict[str, Any] | None = None,
+    ) -> None:
         self.handler = handler
+        # GET path -> JSON answered (llama.cpp's /props, /v1/models); others are 404.
+        self.pages = pages or {}
         self.requests: list[dict[str, Any]] = []
         self.connections = 0
         self.in_flight = 0
@@ -125,6 +133,15 @@ class FakeOpenAI:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                page = outer.pages.get(self.path)
+                data = json.dumps(page if page is not None else {"error": "not found"}).encode()
+                self.send_response(200 if page is not None else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)

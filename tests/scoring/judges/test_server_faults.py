@@ -171,3 +171,79 @@ def test_a_slow_live_server_is_slow_and_its_abandoned_request_is_closed() -> Non
     assert len(srv.requests) == 2
     assert "cut off" in srv.requests[1]["messages"][-1]["content"]
     assert srv.disconnects == 2
+
+
+def _probe(srv: FakeOpenAI) -> Any:
+    async def go() -> Any:
+        client = make_client(LLMConfig(model="m", base_url=srv.base_url))
+        try:
+            return await probe_server(client, model="m", temperature=None, base_url=srv.base_url)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def test_the_probe_reads_llama_cpp_props_and_speed() -> None:
+    props = {"total_slots": 2, "default_generation_settings": {"n_ctx": 4096}}
+    answer = {**completion('{"ok": true}'), "timings": {"predicted_per_second": 3.5}}
+    with FakeOpenAI(lambda _: answer, pages={"/props": props}) as srv:
+        profile = _probe(srv)
+    assert (profile.context_tokens, profile.slots) == (4096, 2)
+    assert (profile.tokens_per_s, profile.speed_source) == (3.5, "server")
+
+
+def test_the_probe_reads_vllm_max_model_len() -> None:
+    models = {"object": "list", "data": [{"id": "m", "max_model_len": 8192}]}
+    with FakeOpenAI(lambda _: completion('{"ok": true}'), pages={"/v1/models": models}) as srv:
+        profile = _probe(srv)
+    assert (profile.context_tokens, profile.slots) == (8192, None)
+
+
+def test_a_slow_servers_speed_lowers_the_bound_and_says_so() -> None:
+    from scoring.judges.llm import fit_to_server
+    from scoring.judges.server import ServerProfile
+
+    config = LLMConfig(model="m", timeout_s=120, max_answer_tokens=4096)
+    config.profile = ServerProfile(tokens_per_s=3.5, speed_source="server")
+    notes = fit_to_server(config)
+    assert config.max_answer_tokens == int(3.5 * 120 * 0.8)
+    assert len(notes) == 1 and "JUDGE_MAX_ANSWER_TOKENS" in notes[0] and "3.5" in notes[0]
+    # A speed only measured by the probe (network and prompt included) changes nothing.
+    remote = LLMConfig(model="m", timeout_s=120, max_answer_tokens=4096)
+    remote.profile = ServerProfile(tokens_per_s=3.5, speed_source="measured")
+    assert fit_to_server(remote) == [] and remote.max_answer_tokens == 4096
+
+
+def test_the_bound_sent_leaves_room_for_the_prompt_in_the_servers_context() -> None:
+    from scoring.judges.server import ServerProfile
+
+    records: list[CallRecord] = []
+    with FakeOpenAI(lambda _: completion('{"label": "a"}')) as srv:
+        config_kw = {"max_answer_tokens": 4096, "timeout_s": 5}
+        config = LLMConfig(model="m", base_url=srv.base_url, **config_kw)  # type: ignore[arg-type]
+        config.profile = ServerProfile(context_tokens=4096)
+
+        async def go() -> Answer:
+            client = make_client(config)
+            try:
+                return await structured_call(
+                    client,
+                    config=config,
+                    judge_name="t",
+                    prompt_version="v1",
+                    system="sys",
+                    user="word " * 2000,
+                    schema=Answer,
+                    vote_number=1,
+                    record=records.append,
+                    sleep=_no_sleep,
+                )
+            finally:
+                await client.close()
+
+        asyncio.run(go())
+    sent = srv.requests[0]["max_completion_tokens"]
+    prompt_estimate = len("word " * 2000) // 4
+    assert 256 <= sent < 4096 and sent + prompt_estimate <= 4096
+    assert records[0].request["max_completion_tokens"] == sent
