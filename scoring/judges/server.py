@@ -165,7 +165,7 @@ def context_error(exc: BaseException) -> ContextError | None:
 def is_transient(exc: BaseException) -> bool:
     import openai
 
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | StreamBroken):
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in (408, 409, 429) or exc.status_code >= 500

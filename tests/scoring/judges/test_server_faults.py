@@ -247,3 +247,18 @@ def test_the_bound_sent_leaves_room_for_the_prompt_in_the_servers_context() -> N
     prompt_estimate = len("word " * 2000) // 4
     assert 256 <= sent < 4096 and sent + prompt_estimate <= 4096
     assert records[0].request["max_completion_tokens"] == sent
+
+
+def test_an_error_inside_a_stream_is_retried_as_transient() -> None:
+    answers = iter(
+        [
+            Events([chunk('{"la'), {"error": {"message": "slot crashed"}}], done=False),
+            Events([chunk('{"label": "b"}', finish_reason="stop")]),
+        ]
+    )
+    records: list[CallRecord] = []
+    with FakeOpenAI(lambda _: next(answers)) as srv:
+        answer = _call(srv, records=records)
+    assert answer == Answer(label="b")
+    assert [r.status for r in records] == ["error", "ok"]
+    assert "slot crashed" in records[0].error
