@@ -521,7 +521,8 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
             tin, tout = reply.tokens_in, reply.tokens_out
             content = reply.content
             truncated = reply.truncated
-            bound = config.max_answer_tokens
+            # The bound this request was sent (lowered where its prompt left less room).
+            bound = int(kwargs.get(config.profile.token_param) or config.max_answer_tokens)
             if reply.thought_out:
                 parsed, problem = None, f"all {bound} tokens of the bound spent reasoning"
             elif truncated:
