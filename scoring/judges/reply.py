@@ -136,9 +136,9 @@ def read_body(body: str, *, content_type: str, base_url: str | None) -> Reply:
     try:
         data = json.loads(body)
     except ValueError:
-        json_type = "json" in content_type.lower()
-        what = "a JSON content type over a body that is not JSON" if json_type else None
-        raise fault(what or "a body that is not JSON") from None
+        if "json" in content_type.lower():
+            raise fault("a JSON content type over a body that is not JSON") from None
+        raise fault("a body that is not JSON") from None
     if not isinstance(data, dict):
         raise fault("JSON that is not an object")
     choices = data.get("choices")
