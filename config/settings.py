@@ -223,6 +223,9 @@ PROBE_REFUSAL_JUDGE_ITERATIONS = envparse.env_int(
 CHECKLIST_DAILY_LIMIT = envparse.env_int(ENV, "CHECKLIST_DAILY_LIMIT", 3, minimum=0)
 CHECKLIST_TOTAL_LIMIT = envparse.env_int(ENV, "CHECKLIST_TOTAL_LIMIT", 20, minimum=0)
 CHECKLIST_BODY_WORD_CAP = envparse.env_int(ENV, "CHECKLIST_BODY_WORD_CAP", 15000, minimum=100)
+# One LLM vote per checklist answer (a second only when the first could not be obtained),
+# as the challenge's own code asks: half the calls, no majority.
+CHECKLIST_SINGLE_VOTE = envparse.env_bool(ENV, "CHECKLIST_SINGLE_VOTE", False)
 
 # E-mail (password reset, run-end notifications): printed on the console unless an SMTP
 # server is configured; setting EMAIL_HOST alone switches to SMTP.

@@ -112,7 +112,12 @@ async def _assess_batch(
 
     async def one(item: ChecklistItem) -> ConsensusResult[ChecklistVerdict]:
         async with gate:
-            return await assess_item(judge, item, iterations=iterations)
+            return await assess_item(
+                judge,
+                item,
+                iterations=iterations,
+                single=bool(getattr(settings, "CHECKLIST_SINGLE_VOTE", False)),
+            )
 
     # The first JudgeUnavailable cancels the other answers' calls: the run pauses as a whole.
     return await gather_all(*(one(i) for i in items))

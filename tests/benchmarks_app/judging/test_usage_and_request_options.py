@@ -73,3 +73,25 @@ def test_calls_keep_their_request_options_and_the_run_its_usage(
     assert usage["cost_estimate"] == pytest.approx(n * (1000 * 2.0 + 100 * 8.0) / 1e6)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert f"{n} new, 0 cached" in page and f"{40 * n} reasoning" in page
+
+
+@pytest.mark.parametrize(("single", "calls_per_answer"), [(False, 2), (True, 1)])
+def test_checklist_single_vote_halves_the_calls(
+    single: bool, calls_per_answer: int, settings, django_capture_on_commit_callbacks
+) -> None:
+    settings.CHECKLIST_SINGLE_VOTE = single
+    m = MembershipFactory()
+    paper = PaperFactory(submission__team=m.team)
+    add_answers(paper, {n: "Yes" for n in range(1, 16)})
+    verdict = completion(json.dumps({"correct": True, "feedback": "fine"}))
+    with (
+        FakeOpenAI(lambda _: verdict) as server,
+        override_settings(OPENAI_BASE_URL=server.base_url),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        run = checklist_submission_assess(submission=paper.submission, judge="openai:m1")
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+    # Agreeing votes: the majority stops at two; a single vote is one call per answer.
+    assert JudgeCall.objects.filter(run=run, status="ok").count() == 15 * calls_per_answer
+    assert len(server.requests) == 15 * calls_per_answer
