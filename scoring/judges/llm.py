@@ -621,5 +621,4 @@ def _overflow(message: str, overflow: ContextError, bound: int = 0) -> ContextOv
             f"against a context of {overflow.context_tokens:,} tokens per request; lower "
             f"JUDGE_MAX_ANSWER_TOKENS or give the server a larger context ({message})"
         )
-        sizes = ""
     return ContextOverflow(failures.tag(failures.CONTEXT, f"{message}{sizes}"), detail=overflow)

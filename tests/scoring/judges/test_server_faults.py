@@ -262,3 +262,21 @@ def test_an_error_inside_a_stream_is_retried_as_transient() -> None:
     assert answer == Answer(label="b")
     assert [r.status for r in records] == ["error", "ok"]
     assert "slot crashed" in records[0].error
+
+
+def test_a_bound_that_alone_fills_the_context_is_said_to() -> None:
+    error = {
+        "error": {
+            "code": 400,
+            "message": "request (4400 tokens) exceeds the available context size (4096 tokens)",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 4400,
+            "n_ctx": 4096,
+        }
+    }
+    with FakeOpenAI(lambda _: (400, error)) as srv, pytest.raises(VoteFailed) as excinfo:
+        _call(srv, max_answer_tokens=4096)
+    reason = excinfo.value.reason
+    assert failures.kind_of(reason) == failures.CONTEXT
+    assert "the answer bound alone fills the context" in reason
+    assert "JUDGE_MAX_ANSWER_TOKENS=4,096" in reason and "context 4,096" in reason
