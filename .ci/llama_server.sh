@@ -99,8 +99,10 @@ cmd_build() {
   trap "rm -rf '$work'" EXIT
   local started=$SECONDS
   say "downloading the llama-cpp-python $LLAMA_VERSION source distribution from PyPI"
+  # Only llama-cpp-python as source: its build backends (scikit-build-core, cmake, ...) that
+  # pip fetches to read its metadata come as wheels (`:all:` made pip build those from source).
   python3 -m pip download --quiet --disable-pip-version-check --no-deps \
-    --no-binary :all: "llama-cpp-python==$LLAMA_VERSION" -d "$work/dl" >&2 \
+    --no-binary llama-cpp-python "llama-cpp-python==$LLAMA_VERSION" -d "$work/dl" >&2 \
     || die "pip could not download llama-cpp-python==$LLAMA_VERSION (sdist)"
   tar -xzf "$work"/dl/llama_cpp_python-*.tar.gz -C "$work"
   local src

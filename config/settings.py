@@ -226,6 +226,11 @@ JUDGE_BACKOFF_MAX_S = envparse.env_float(ENV, "JUDGE_BACKOFF_MAX_S", 30.0)
 # A judge that keeps failing with transient errors (outage, 5xx, timeouts, rate limits) is
 # waited for this long, one probe call at a time, before its run pauses as "waiting for judge".
 JUDGE_OUTAGE_PATIENCE_S = envparse.env_float(ENV, "JUDGE_OUTAGE_PATIENCE_S", 300.0)
+# Stream judge answers, so that a request given up on (timeout) stops on the server too.
+JUDGE_STREAM = envparse.env_bool(ENV, "JUDGE_STREAM", True)
+# Prices in dollars per million tokens; where set, runs show an estimated cost of their calls.
+JUDGE_PRICE_IN_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_IN_PER_MTOK", 0.0)
+JUDGE_PRICE_OUT_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_OUT_PER_MTOK", 0.0)
 # Run leases: a worker renews its piece's lease every RUN_LEASE_S / 3 seconds; the sweeper
 # (a django-q2 schedule every RUN_SWEEP_S seconds, rounded to whole minutes) re-queues pieces
 # whose lease expired and queued pieces whose task has been lost, so a dead worker's run
@@ -292,6 +297,9 @@ PDF_MAX_PAGES = envparse.env_int(ENV, "PDF_MAX_PAGES", 300, minimum=1)
 PDF_MAX_CONTENT_MB = envparse.env_int(ENV, "PDF_MAX_CONTENT_MB", 20, minimum=1)
 PDF_MAX_OPERATORS = envparse.env_int(ENV, "PDF_MAX_OPERATORS", 1_000_000, minimum=1000)
 PDF_MAX_NESTING = envparse.env_int(ENV, "PDF_MAX_NESTING", 32, minimum=2)
+# One LLM vote per checklist answer (a second only when the first could not be obtained),
+# as the challenge's own code asks: half the calls, no majority.
+CHECKLIST_SINGLE_VOTE = envparse.env_bool(ENV, "CHECKLIST_SINGLE_VOTE", False)
 
 # E-mail (password reset, run-end notifications): printed on the console unless an SMTP
 # server is configured; setting EMAIL_HOST alone switches to SMTP.

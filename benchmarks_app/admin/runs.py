@@ -311,6 +311,8 @@ class JudgeCallAdmin(ReadOnlyAdmin):
         "latency_ms",
         "tokens_in",
         "tokens_out",
+        "tokens_reasoning",
+        "request_options",
         "holder",
         "prompt_hash",
         "error",
@@ -365,6 +367,17 @@ class JudgeCallAdmin(ReadOnlyAdmin):
             _pre(stored.system),
             _pre(user),
             format_html_join("", "<p><em>{}</em></p>", [(n,) for n in notes]),
+        )
+
+    @admin.display(description="Request options")
+    def request_options(self, obj: JudgeCall) -> str:
+        if not obj.request:
+            if obj.status == "cached":
+                return "None: a cache hit asks no server."
+            return "Not recorded (a judge that asks no server, or an older row)."
+        rows = [(k, json.dumps(v)) for k, v in sorted(obj.request.items())]
+        return format_html(
+            "<table>{}</table>", format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
         )
 
     # Not named raw_response: the model's field of that name would be shown instead.

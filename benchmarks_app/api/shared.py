@@ -32,7 +32,7 @@ from benchmarks_app.selectors.leaderboards import (
     own_submissions,
 )
 from benchmarks_app.selectors.run_metrics import run_metrics
-from benchmarks_app.selectors.runs import ended_run_failure_causes
+from benchmarks_app.selectors.runs import ended_run_failure_causes, run_judge_usage
 from benchmarks_app.selectors.visibility import visible_runs
 from scoring.judges import failures
 
@@ -183,12 +183,19 @@ class RunDetailSerializer(RunSerializer):
         "high_stakes_failure_rate; checklist: c_g, c_a, c_t, r, s. Always is_complete."
     )
     items = serializers.SerializerMethodField(help_text="The run's per-item results, paged.")
+    judge_usage = serializers.SerializerMethodField(
+        help_text="The run's judge calls: calls_new (requests sent), calls_cached, tokens_in, "
+        "tokens_out, tokens_reasoning (of tokens_out), latency_p50_ms and latency_p95_ms over "
+        "the requests sent, and cost_estimate in dollars (null unless JUDGE_PRICE_IN_PER_MTOK "
+        "or JUDGE_PRICE_OUT_PER_MTOK is set)."
+    )
 
     class Meta(RunSerializer.Meta):
         fields = [
             *RunSerializer.Meta.fields,
             "repos",
             "judge_config",
+            "judge_usage",
             "failure_causes",
             "metrics",
             "items",
@@ -198,6 +205,10 @@ class RunDetailSerializer(RunSerializer):
     @extend_schema_field(FailureCauseSerializer(many=True))
     def get_failure_causes(self, run: EvaluationRun) -> list[dict[str, object]]:
         return [c.as_dict() for c in ended_run_failure_causes(run=run)]
+
+    @extend_schema_field({"type": "object", "additionalProperties": True})
+    def get_judge_usage(self, run: EvaluationRun) -> dict[str, Any]:
+        return run_judge_usage(run=run).as_dict()
 
     @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
     def get_metrics(self, run: EvaluationRun) -> dict[str, Any] | None:

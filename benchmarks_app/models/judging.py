@@ -36,6 +36,11 @@ class JudgeCall(AppendOnlyModel):
     latency_ms = models.FloatField(default=0)
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
+    # Of tokens_out, those a reasoning model spent thinking (where the server says).
+    tokens_reasoning = models.PositiveIntegerField(default=0)
+    # How the request was asked: model, temperature, answer bound, seed, response format,
+    # stream (empty for cache hits, judges that ask no server and older rows).
+    request = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=JudgeCallStatus.choices, db_index=True)
     error = models.TextField(blank=True)
     # What the server returned before parsing: the answer's text (ok, invalid, truncated) or

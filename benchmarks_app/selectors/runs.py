@@ -44,6 +44,7 @@ from benchmarks_app.models import (
 from benchmarks_app.models.runs import ACTIVE_STATUSES, RunStatus
 from scoring.judges import failures
 from scoring.judges.failures import FailureCause
+from scoring.judges.usage import JudgeUsage, judge_usage
 
 # Ledger statuses that end a call without a verdict, and the kind each one tells.
 _LEDGER_KINDS = {
@@ -145,9 +146,31 @@ def describe_failed_items(items: list[FailedItem], *, limit: int = 5) -> str:
     """``Failed: <item>: <why>; ...`` for a run's error, the first ``limit`` items."""
     if not items:
         return ""
-    shown = "; ".join(item.describe for item in items[:limit])
-    more = f"; and {len(items) - limit} more" if len(items) > limit else ""
-    return f"Failed: {shown}{more}."
+    # Items that failed the same way are named together, the reason said once: fifteen
+    # questions refused by one misconfigured server make one entry, not fifteen.
+    groups: dict[str, list[FailedItem]] = {}
+    for item in items:
+        groups.setdefault(_why_key(item), []).append(item)
+    if len(groups) == len(items):
+        shown = "; ".join(item.describe for item in items[:limit])
+        more = f"; and {len(items) - limit} more" if len(items) > limit else ""
+        return f"Failed: {shown}{more}."
+    parts = []
+    for group in list(groups.values())[:limit]:
+        if len(group) == 1:
+            parts.append(group[0].describe)
+            continue
+        names = ", ".join(i.label for i in group[:3])
+        rest = f" and {len(group) - 3} more" if len(group) > 3 else ""
+        parts.append(f"{names}{rest}: {group[0].why}")
+    more = f"; and {len(groups) - limit} more" if len(groups) > limit else ""
+    return f"Failed: {'; '.join(parts)}{more}."
+
+
+def _why_key(item: FailedItem) -> str:
+    if not item.reasons:
+        return "no reason was recorded"
+    return "|".join(failures.cause_key(item.reasons[0]))
 
 
 def _vote_reasons(votes: Any) -> list[str]:
@@ -382,4 +405,37 @@ def run_resume_blocker(run: EvaluationRun) -> str:
         f"Run #{run.pk} was not queued again: its {len(items)} failed item(s) would fail the "
         f"same way, since nothing they depend on has changed. {describe_failed_items(items)} "
         f"Instead: {instead}; then resume it."
+    )
+
+
+# Ledger statuses of requests actually sent to the judge (a cached verdict cost nothing).
+_SENT = ("ok", "invalid", "truncated", "error", "lost")
+
+
+def run_judge_usage(*, run: EvaluationRun) -> JudgeUsage:
+    """Calls (new / cached), tokens, latency percentiles and estimated cost of ``run``'s judge.
+
+    Latency is over the requests sent; the cost uses JUDGE_PRICE_IN_PER_MTOK and
+    JUDGE_PRICE_OUT_PER_MTOK when either is set.
+    """
+    from django.db.models import Count, Sum
+
+    calls = JudgeCall.objects.filter(run=run)
+    sent = calls.filter(status__in=_SENT)
+    totals = sent.aggregate(
+        n=Count("id"),
+        tin=Sum("tokens_in"),
+        tout=Sum("tokens_out"),
+        treason=Sum("tokens_reasoning"),
+    )
+    latencies = list(sent.exclude(status="lost").values_list("latency_ms", flat=True))
+    return judge_usage(
+        calls_new=int(totals["n"] or 0),
+        calls_cached=calls.filter(status="cached").count(),
+        tokens_in=int(totals["tin"] or 0),
+        tokens_out=int(totals["tout"] or 0),
+        tokens_reasoning=int(totals["treason"] or 0),
+        latencies_ms=latencies,
+        price_in_per_mtok=float(getattr(settings, "JUDGE_PRICE_IN_PER_MTOK", 0.0) or 0.0),
+        price_out_per_mtok=float(getattr(settings, "JUDGE_PRICE_OUT_PER_MTOK", 0.0) or 0.0),
     )

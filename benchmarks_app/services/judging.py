@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -45,7 +46,7 @@ from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, JudgeCall
 from benchmarks_app.models.judging import JudgeCallStatus
 from benchmarks_app.services.judging_rounds import pending_row, rounds, settled
 from scoring.judges.cache import CacheWrite
-from scoring.judges.llm import CallRecord, LLMConfig
+from scoring.judges.llm import CallRecord, LLMConfig, fit_to_server
 from scoring.judges.server import probe_server
 
 # How often a caller waiting for another asker's answer looks at the cache again.
@@ -265,6 +266,8 @@ class LedgerRecorder:
             latency_ms=r.latency_ms,
             tokens_in=r.tokens_in,
             tokens_out=r.tokens_out,
+            tokens_reasoning=r.tokens_reasoning,
+            request=r.request,
             status=r.status,
             error=r.error,
             raw_response=r.raw_response,
@@ -364,6 +367,7 @@ def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMCo
         temperature=settings.JUDGE_TEMPERATURE,
         seed=settings.JUDGE_SEED,
         outage_patience_s=float(settings.JUDGE_OUTAGE_PATIENCE_S),
+        stream=bool(getattr(settings, "JUDGE_STREAM", True)),
     )
 
 
@@ -381,14 +385,31 @@ _probes_lock = threading.Lock()
 _PROBES_KEPT = 256
 
 
-async def llm_config_probe(run: EvaluationRun, *, client: Any, config: LLMConfig) -> LLMConfig:
-    """Probe the server once per run start (``JUDGE_PROBE``) and record on the run how it is
-    asked.
+def _fit(config: LLMConfig, limiter: Any) -> list[str]:
+    """Size the run to what the probed server says it can do: the answer bound fits its speed
+    and context (:func:`fit_to_server`), and ``limiter`` (the judge's concurrency gate) starts
+    at its slot count where that is lower than JUDGE_CONCURRENCY. Returns what changed."""
+    notes = fit_to_server(config)
+    slots = config.profile.slots
+    if slots and limiter is not None and slots < limiter.max_width:
+        notes.append(
+            f"concurrency {slots} (the server's slots) instead of JUDGE_CONCURRENCY="
+            f"{limiter.max_width}: more requests would only queue on the server"
+        )
+        limiter.max_width = limiter.width = slots
+    return notes
+
+
+async def llm_config_probe(
+    run: EvaluationRun, *, client: Any, config: LLMConfig, limiter: Any = None
+) -> LLMConfig:
+    """Probe the server once per run start (``JUDGE_PROBE``), size the run to what it says
+    it can do (:func:`_fit`) and record on the run how it is asked.
 
     The pieces of a run that a process drives side by side share one probe: the first asks,
-    the others wait for its profile (a resumed run, ``attempts`` + 1, probes again). Runs
-    inside the run's event loop; the record is written through ``sync_to_async`` so it lands
-    on the processor's thread and connection.
+    the others wait for its profile and size themselves the same way (a resumed run,
+    ``attempts`` + 1, probes again). Runs inside the run's event loop; the record is written
+    through ``sync_to_async`` so it lands on the processor's thread and connection.
     """
     key = (run.pk, run.attempts, config.model, config.base_url, config.json_mode)
     with _probes_lock:
@@ -403,6 +424,7 @@ async def llm_config_probe(run: EvaluationRun, *, client: Any, config: LLMConfig
             await asyncio.sleep(0.02)
         if entry.profile is not None:
             config.profile = entry.profile
+            _fit(config, limiter)
         return config
     try:
         if settings.JUDGE_PROBE and not config.json_mode:
@@ -411,8 +433,12 @@ async def llm_config_probe(run: EvaluationRun, *, client: Any, config: LLMConfig
                 model=config.model,
                 temperature=config.temperature,
                 timeout_s=min(config.timeout_s, 60.0),
+                base_url=config.base_url,
+                stream=config.stream,
             )
-        entry.profile = config.profile
+            if notes := _fit(config, limiter):
+                config.profile = replace(config.profile, notes=(*config.profile.notes, *notes))
+            entry.profile = config.profile
     finally:
         entry.done.set()
     await sync_to_async(_record_request, thread_sensitive=True)(run.pk, config.sampling_record())

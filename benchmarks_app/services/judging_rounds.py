@@ -292,7 +292,15 @@ def _begin(args: list[tuple[Any, ...]]) -> list[int]:
     return [int(r.pk) for r in rows]
 
 
-_FIELDS = ["status", "latency_ms", "tokens_in", "tokens_out", "error", "raw_response"]
+_FIELDS = [
+    "status",
+    "latency_ms",
+    "tokens_in",
+    "tokens_out",
+    "tokens_reasoning",
+    "error",
+    "raw_response",
+]
 
 
 def _end(args: list[tuple[Any, ...]]) -> list[bool]:
@@ -308,6 +316,7 @@ def _end(args: list[tuple[Any, ...]]) -> list[bool]:
             latency_ms=r.latency_ms,
             tokens_in=r.tokens_in,
             tokens_out=r.tokens_out,
+            tokens_reasoning=r.tokens_reasoning,
             error=r.error,
             raw_response=r.raw_response,
         )
@@ -363,6 +372,7 @@ def pending_row(record: CallRecord, *, run_id: int | None, holder: str) -> Judge
         latency_ms=record.latency_ms,
         tokens_in=record.tokens_in,
         tokens_out=record.tokens_out,
+        request=record.request,
         status=JudgeCallStatus.PENDING,
         error=record.error,
         prompt_key=record.prompt.key if record.prompt is not None else "",

@@ -25,6 +25,7 @@ from benchmarks_app.selectors.run_health import (
 from benchmarks_app.selectors.runs import (
     ended_run_failure_causes,
     run_failed_items,
+    run_judge_usage,
     run_resume_blocker,
 )
 from benchmarks_app.selectors.visibility import is_staff, visible_runs
@@ -150,6 +151,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "resume_blocker": run_resume_blocker(run) if failed else "",
             "can_cancel": run.status in CANCELLABLE and may_cancel(request.user, run),
             **run_health_flags(run, active=run.status in ACTIVE),
+            "usage": run_judge_usage(run=run),
         },
     )
 

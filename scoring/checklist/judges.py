@@ -19,7 +19,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from scoring.checklist.evidence import Reading, Topics, find_section, named_sections, words
-from scoring.judges.consensus import ConsensusResult, VoteFailed, run_consensus
+from scoring.judges.consensus import ConsensusResult, VoteFailed, first_valid, run_consensus
 
 
 @dataclass(frozen=True)
@@ -54,11 +54,16 @@ def classify(verdict: ChecklistVerdict) -> str:
 
 
 async def assess_item(
-    judge: ChecklistJudge, item: ChecklistItem, *, iterations: int = 3
+    judge: ChecklistJudge, item: ChecklistItem, *, iterations: int = 3, single: bool = False
 ) -> ConsensusResult[ChecklistVerdict]:
+    """Majority of votes (two, a third on disagreement), or with ``single`` the first vote
+    that could be obtained (CHECKLIST_SINGLE_VOTE: half the calls, no second opinion)."""
+
     async def ask(vote_number: int) -> ChecklistVerdict:
         return await judge.vote(item, vote_number)
 
+    if single:
+        return await first_valid(ask, classify, iterations=iterations)
     return await run_consensus(ask, classify, iterations=iterations)
 
 

@@ -111,6 +111,30 @@ async def _ask_one(
     return Vote(number, verdict, classify(verdict))
 
 
+async def first_valid(
+    ask: Callable[[int], Awaitable[T]],
+    classify: Callable[[T], str],
+    *,
+    iterations: int = 3,
+) -> ConsensusResult[T]:
+    """The first vote that could be obtained decides; the next is asked only when it failed.
+
+    One call per item where the judge answers validly (as a single-judge challenge does),
+    against two to three for :func:`run_consensus`; up to ``iterations`` asks in all.
+    """
+    if iterations < 1:
+        raise ValueError("iterations must be at least 1")
+    votes: list[Vote[T]] = []
+    for number in range(1, iterations + 1):
+        vote = await _ask_one(number, ask, classify)
+        votes.append(vote)
+        if vote.ok:
+            return ConsensusResult(
+                vote.verdict, vote.label, tuple(votes), reason=f"first valid vote ({number})"
+            )
+    return ConsensusResult(None, None, tuple(votes), reason="no valid vote")
+
+
 async def run_consensus(
     ask: Callable[[int], Awaitable[T]],
     classify: Callable[[T], str],

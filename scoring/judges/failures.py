@@ -19,6 +19,9 @@ TRUNCATED = "truncated"  # the answer hit the answer bound twice
 INVALID = "invalid"  # the answer did not parse or validate twice
 REJECTED = "rejected"  # the server refused the request (4xx other than context)
 REPLAY = "replay"  # the replay judge has no recorded verdict: asking again cannot change it
+SERVER = "server"  # HTTP 200 with something that is not a chat completion: the server's fault
+SLOW = "slow"  # the server was generating but could not finish the bound within the timeout
+REASONING = "reasoning"  # a reasoning model spent its whole answer bound thinking
 OTHER = "other"
 
 RESUMABLE = frozenset({TRANSIENT, INVALID})
@@ -32,17 +35,30 @@ ADVICE = {
     "JUDGE_MAX_ANSWER_TOKENS (reasoning models count hidden reasoning against it) or use a "
     "model that follows the JSON schema.",
     INVALID: "The model answered outside the JSON schema twice; resume to ask again, or use a "
-    "stronger model (JUDGE_MODEL) or a server that enforces json_schema.",
+    "stronger model (JUDGE_MODELS) or a server that enforces json_schema.",
     REJECTED: "The server refused the request: check OPENAI_BASE_URL, OPENAI_API_KEY and "
-    "JUDGE_MODEL, then resume.",
+    "JUDGE_MODELS, then resume.",
+    SERVER: "The server at OPENAI_BASE_URL is not answering as an OpenAI-compatible "
+    "chat-completions API (a proxy's page, another API, an empty shell): point OPENAI_BASE_URL "
+    "at the server's /v1 endpoint, then resume.",
+    SLOW: "The server is live but too slow to finish an answer within JUDGE_TIMEOUT_S: lower "
+    "JUDGE_MAX_ANSWER_TOKENS (a CPU model makes a few tokens a second) or raise "
+    "JUDGE_TIMEOUT_S, then resume; resuming alone will time out again.",
+    REASONING: "A reasoning model spent the whole answer bound thinking and never answered: "
+    "raise JUDGE_MAX_ANSWER_TOKENS (reasoning counts against it) or lower the model's "
+    "reasoning effort, then resume.",
     REPLAY: "The replay judge only repeats recorded verdicts: add verdicts for these items to "
     "the recording, or evaluate with a live judge (openai:MODEL) or the offline judge.",
     OTHER: "See the error; resume the run once it is fixed.",
 }
 
 _TAG = re.compile(r"^\[(\w+)\]\s*")
-# Numbers and ids vary between otherwise identical failures; fold them for grouping.
+# Ids and timings vary between otherwise identical failures: they are dropped.
 _VARYING = re.compile(r"\b(?:req|chatcmpl)[-_][A-Za-z0-9]+\b|\b\d+(?:\.\d+)?\s*(?:ms|s)\b")
+# Other numbers (token counts, sizes) are kept, as a range where the failures differ; an HTTP
+# status is part of what the failure is, and a number inside an address or a name is not a count.
+_NUMBER = re.compile(r"(?<!HTTP )(?<![\w.:/-])\d[\d,]*(?:\.\d+)?(?![\w:/]|\.\d)")
+_SLOT = "\x00"
 
 
 class JudgeUnavailable(Exception):
@@ -78,6 +94,28 @@ def _message(reason: str) -> str:
     return _VARYING.sub("…", text)[:300]
 
 
+def _fold(message: str) -> tuple[str, tuple[float, ...]]:
+    """The message with its numbers taken out, and the numbers."""
+    numbers = tuple(float(m.group().replace(",", "")) for m in _NUMBER.finditer(message))
+    return _NUMBER.sub(_SLOT, message), numbers
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.2f}".rstrip("0")
+
+
+def _unfold(template: str, seen: list[tuple[float, ...]]) -> str:
+    """The template with each number as it was, or as the range it took across failures."""
+    parts = template.split(_SLOT)
+    out = [parts[0]]
+    for i, rest in enumerate(parts[1:]):
+        values = [numbers[i] for numbers in seen if len(numbers) > i]
+        low, high = min(values), max(values)
+        out.append(_number(low) if low == high else f"{_number(low)} to {_number(high)}")
+        out.append(rest)
+    return "".join(out)
+
+
 @dataclass(frozen=True)
 class FailureCause:
     kind: str
@@ -110,9 +148,14 @@ def headline(causes: list[FailureCause], failed_items: int) -> str:
         return ""
     if not causes:
         return f"{failed_items} item(s) could not be judged; resume the run to judge them."
-    parts = [f"{c.count} x {c.message}" for c in causes[:5]]
+    # Each message is cut: the run's error is one paragraph, the causes list has the rest.
+    parts = [f"{c.count} x {_cut(c.message, 200)}" for c in causes[:5]]
     advice = " ".join(dict.fromkeys(c.advice for c in causes[:5]))
     return f"{failed_items} item(s) could not be judged. Causes: {'; '.join(parts)}. {advice}"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def reason_key(reason: str) -> tuple[str, str]:
@@ -127,6 +170,13 @@ def reason_key(reason: str) -> tuple[str, str]:
     return kind, _message(text)
 
 
+def cause_key(reason: str) -> tuple[str, str]:
+    """What makes two reasons one cause in :func:`summarize_items`: kind and message with its
+    ids, timings and numbers taken out."""
+    kind, message = reason_key(reason)
+    return kind, _fold(message)[0]
+
+
 def summarize_items(items: Iterable[Iterable[str]]) -> list[FailureCause]:
     """Distinct causes over failed items (each given by its votes' reasons), most frequent first.
 
@@ -134,11 +184,21 @@ def summarize_items(items: Iterable[Iterable[str]]) -> list[FailureCause]:
     way counts once for that cause (an item whose votes failed in two ways counts for both).
     """
     counts: Counter[tuple[str, str]] = Counter()
+    numbers: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     for reasons in items:
-        counts.update({reason_key(r) for r in reasons if r})
+        keys = {}
+        for reason in reasons:
+            if not reason:
+                continue
+            kind, message = reason_key(reason)
+            template, seen = _fold(message)
+            keys[(kind, template)] = seen
+        counts.update(keys.keys())
+        for key, seen in keys.items():
+            numbers.setdefault(key, []).append(seen)
     return [
-        FailureCause(kind=k, message=m, count=n, advice=ADVICE[k])
-        for (k, m), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        FailureCause(kind=k, message=_unfold(t, numbers[(k, t)]), count=n, advice=ADVICE[k])
+        for (k, t), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
 
 

@@ -69,6 +69,7 @@ from scoring.judges.records import (
     Prompt,
     Recorder,
 )
+from scoring.judges.reply import AnswerTimeout, ServerFault, send
 from scoring.judges.server import (
     JSON_OBJECT,
     JSON_SCHEMA,
@@ -116,6 +117,13 @@ M = TypeVar("M", bound=BaseModel)
 
 Sleep = Callable[[float], Awaitable[None]]
 
+# The smallest answer bound worth asking with (a verdict is ~100-300 tokens), and the tokens a
+# chat template adds around the messages.
+_MIN_BOUND = 256
+_TEMPLATE_TOKENS = 64
+# The share of the timeout an answer of the full bound may take at the server's speed.
+_SPEED_MARGIN = 0.8
+
 # How often a call is retried after narrowing the concurrency on a shared-context overflow.
 _SHARED_CONTEXT_RETRIES = 3
 
@@ -140,20 +148,50 @@ class LLMConfig:
     # many transient failures in a row (no answer in between) make it an outage.
     outage_patience_s: float = 300.0
     breaker_threshold: int = 5
+    # Stream answers: a request given up on is then stopped on the server (the connection
+    # closes), and a slow server is told apart from a dead one by the tokens it sent.
+    stream: bool = True
 
     @property
     def response_format(self) -> str:
         # JUDGE_JSON_MODE forces the fallback; otherwise what the probe found the server takes.
         return JSON_OBJECT if self.json_mode else self.profile.response_format
 
-    def request_options(self, vote_number: int) -> dict[str, Any]:
+    def answer_bound(self, prompt_tokens: int = 0) -> int:
+        """The bound sent: ``max_answer_tokens``, lowered so that prompt and answer fit the
+        context per request where the probe learnt it (llama.cpp, vLLM)."""
+        bound = self.max_answer_tokens
+        context = self.profile.context_tokens
+        if context and prompt_tokens:
+            # The estimate counts four characters a token; code and numbers take more.
+            room = context - int(prompt_tokens * 1.25) - _TEMPLATE_TOKENS
+            bound = min(bound, max(_MIN_BOUND, room))
+        return bound
+
+    def request_options(self, vote_number: int, prompt_tokens: int = 0) -> dict[str, Any]:
         """Bound, seed and temperature, each only where the server takes it."""
-        options: dict[str, Any] = {self.profile.token_param: self.max_answer_tokens}
+        options: dict[str, Any] = {self.profile.token_param: self.answer_bound(prompt_tokens)}
         if self.seed is not None and self.profile.send_seed:
             options["seed"] = self.seed + vote_number
         if self.temperature is not None and self.profile.send_temperature:
             options["temperature"] = self.temperature
         return options
+
+    @property
+    def streams(self) -> bool:
+        return self.stream and self.profile.stream
+
+    def request_record(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """What the ledger keeps of one request's options (not its messages)."""
+        fmt = kwargs.get("response_format")
+        record = {
+            k: kwargs[k]
+            for k in ("model", "temperature", "seed", "max_tokens", "max_completion_tokens")
+            if k in kwargs
+        }
+        record["response_format"] = fmt.get("type") if isinstance(fmt, dict) else "none"
+        record["stream"] = self.streams
+        return record
 
     def sampling_record(self) -> dict[str, Any]:
         """What a run records about how it asked (so it can be reproduced)."""
@@ -161,6 +199,7 @@ class LLMConfig:
             "response_format": self.response_format,
             "max_answer_tokens": self.max_answer_tokens,
             "token_param": self.profile.token_param,
+            "stream": self.streams,
             "temperature": self.temperature if self.profile.send_temperature else None,
             "seed": (
                 f"{self.seed} + vote number"
@@ -197,6 +236,35 @@ def make_client(config: LLMConfig, http_client: Any = None) -> openai.AsyncOpenA
     import openai  # only where a client is made: importing the judges stays light
 
     return openai.AsyncOpenAI(**kwargs)
+
+
+def fit_to_server(config: LLMConfig) -> list[str]:
+    """Lower the answer bound to what the probed server can produce within the timeout.
+
+    Only a speed the server itself reported (llama.cpp's timings) is trusted: the probe's own
+    measure of a 16-token answer includes the network and the prompt, and would cut a remote
+    reasoning model's room for no reason. Returns what was changed, in words for the run.
+    """
+    p = config.profile
+    notes: list[str] = []
+    if p.tokens_per_s and p.speed_source == "server":
+        fits = int(p.tokens_per_s * config.timeout_s * _SPEED_MARGIN)
+        if fits < config.max_answer_tokens:
+            new = max(_MIN_BOUND // 4, fits)
+            notes.append(
+                f"answer bound lowered from {config.max_answer_tokens} to {new} tokens: the "
+                f"server generates about {p.tokens_per_s:g} tokens/s, and JUDGE_TIMEOUT_S="
+                f"{config.timeout_s:g} leaves room for no more (lower JUDGE_MAX_ANSWER_TOKENS "
+                "or raise JUDGE_TIMEOUT_S to choose)"
+            )
+            config.max_answer_tokens = new
+    if p.context_tokens and config.max_answer_tokens >= p.context_tokens:
+        notes.append(
+            f"JUDGE_MAX_ANSWER_TOKENS={config.max_answer_tokens} alone fills the server's "
+            f"context of {p.context_tokens} tokens per request: each request's bound is "
+            "lowered to what its prompt leaves"
+        )
+    return notes
 
 
 def _key_version(config: LLMConfig, prompt_version: str) -> str:
@@ -346,10 +414,11 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     {"role": "user", "content": user_text},
                 ],
                 "timeout": config.timeout_s,
-                **config.request_options(q.vote_number),
+                **config.request_options(q.vote_number, estimate_tokens(system_message, user_text)),
             }
             if fmt is not None:
                 kwargs["response_format"] = fmt
+            q.ledger.request = config.request_record(kwargs)
             await q.flight.renew()
             gate: AbstractAsyncContextManager[Any] = nullcontext()
             if isinstance(q.limiter, CallGate):
@@ -365,8 +434,13 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     ticket = await q.ledger.begin(attempt)
                     started = time.perf_counter()
                     try:
-                        create: Any = client.chat.completions.create
-                        response = await create(**kwargs)
+                        reply = await send(
+                            client,
+                            kwargs,
+                            stream=config.streams,
+                            timeout_s=config.timeout_s,
+                            base_url=config.base_url,
+                        )
                     except asyncio.CancelledError:
                         # The run is stopping (another call ran out of patience, or the worker
                         # is shutting down): the row must not stay pending for ever.
@@ -375,21 +449,37 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     except Exception as exc:
                         error = exc
                     else:
-                        if admitted is not None and getattr(response, "usage", None) is not None:
+                        if admitted is not None:
                             # The rate window counts what the server says it used.
-                            usage = response.usage
-                            admitted.entry[1] = float(
-                                (getattr(usage, "prompt_tokens", 0) or 0)
-                                + (getattr(usage, "completion_tokens", 0) or 0)
-                            )
+                            admitted.entry[1] = float(reply.tokens_in + reply.tokens_out)
+                # A server that sent tokens until the timeout is slow, not down; one that sent a
+                # body that is not a completion answered (wrongly) all the same.
+                slow = isinstance(error, AnswerTimeout) and error.live
                 transient = (
-                    error is not None and is_transient(error) and context_error(error) is None
+                    error is not None
+                    and not slow
+                    and not isinstance(error, ServerFault)
+                    and is_transient(error)
+                    and context_error(error) is None
                 )
                 if transient:
                     passage.failed(error_message(error) if error is not None else "")
                 else:
                     passage.answered()
 
+            if isinstance(error, ServerFault):
+                message = str(error)
+                await q.ledger.end(ticket, attempt, started, "error", err=message, raw=error.raw)
+                raise VoteFailed(failures.tag(failures.SERVER, message)) from error
+            if slow and isinstance(error, AnswerTimeout):
+                await q.ledger.end(
+                    ticket, attempt, started, "error", tout=error.tokens, err=str(error)
+                )
+                if invalid_asks >= 1:
+                    raise VoteFailed(failures.tag(failures.SLOW, _slow(config, error))) from error
+                invalid_asks += 1
+                user_text = q.user + correction("", truncated=True, bound=config.max_answer_tokens)
+                continue
             if error is not None:
                 message = error_message(error)
                 await q.ledger.end(
@@ -410,7 +500,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     await q.sleep(backoff_delay(config, shared_context_retries - 1))
                     continue
                 if overflow is not None:
-                    raise _overflow(message, overflow) from error
+                    raise _overflow(message, overflow, config.max_answer_tokens) from error
                 if not transient:
                     raise VoteFailed(failures.tag(failures.REJECTED, message)) from error
                 patience.start()
@@ -435,26 +525,41 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
 
             if q.limiter is not None:
                 q.limiter.succeeded()
-            usage = getattr(response, "usage", None)
-            tin = int(getattr(usage, "prompt_tokens", 0) or 0)
-            tout = int(getattr(usage, "completion_tokens", 0) or 0)
-            choice = response.choices[0] if response.choices else None
-            content = choice.message.content if choice is not None else None
-            truncated = getattr(choice, "finish_reason", None) == "length"
-            bound = config.max_answer_tokens
-            if truncated:
+            tin, tout = reply.tokens_in, reply.tokens_out
+            content = reply.content
+            truncated = reply.truncated
+            # The bound this request was sent (lowered where its prompt left less room).
+            bound = int(kwargs.get(config.profile.token_param) or config.max_answer_tokens)
+            if reply.thought_out:
+                parsed, problem = None, f"all {bound} tokens of the bound spent reasoning"
+            elif truncated:
                 parsed, problem = None, f"answer cut at the bound of {bound} tokens"
+            elif reply.refusal and not content:
+                parsed, problem = None, f"the model refused: {reply.refusal[:200]}"
             else:
                 parsed, problem = parse_answer(q.schema, content)
                 if parsed is not None and q.validate is not None:
                     problem = q.validate(parsed) or ""
-            raw = content if isinstance(content, str) else ""
+            raw = reply.raw
+            usage = Usage(tin, tout, reply.tokens_reasoning)
             if parsed is not None and not problem:
                 value = parsed.model_dump(mode="json")
-                await _keep(q, ticket, attempt, started, value, tin, tout, raw)
+                await _keep(q, ticket, attempt, started, value, usage, raw)
                 return parsed
             status = "truncated" if truncated else "invalid"
-            await q.ledger.end(ticket, attempt, started, status, tin, tout, problem, raw=raw)
+            await q.ledger.end(
+                ticket,
+                attempt,
+                started,
+                status,
+                tin,
+                tout,
+                problem,
+                raw=raw,
+                reasoning=reply.tokens_reasoning,
+            )
+            if reply.thought_out:
+                raise VoteFailed(failures.tag(failures.REASONING, problem))
             if invalid_asks >= 1:
                 kind = failures.TRUNCATED if truncated else failures.INVALID
                 raise VoteFailed(failures.tag(kind, f"invalid answer twice: {problem}"))
@@ -468,8 +573,7 @@ async def _keep(
     attempt: int,
     started: float,
     value: dict[str, Any],
-    tin: int,
-    tout: int,
+    usage: Usage,
     raw: str,
 ) -> None:
     """Ledger the answer as ok and cache it: in one transaction where the storage allows."""
@@ -480,13 +584,48 @@ async def _keep(
         "vote_number": q.vote_number,
     }
     write = ledger_write(q.cache, q.key, value, **meta)
-    if not await q.ledger.end(ticket, attempt, started, "ok", tin, tout, raw=raw, then=write):
+    ended = await q.ledger.end(
+        ticket,
+        attempt,
+        started,
+        "ok",
+        usage.tokens_in,
+        usage.tokens_out,
+        raw=raw,
+        then=write,
+        reasoning=usage.reasoning,
+    )
+    if not ended:
         await cache_put(q.cache, q.key, value, **meta)
     q.flight.answered(value)
 
 
-def _overflow(message: str, overflow: ContextError) -> ContextOverflow:
+@dataclass(frozen=True)
+class Usage:
+    tokens_in: int
+    tokens_out: int
+    reasoning: int = 0
+
+
+def _slow(config: LLMConfig, timeout: AnswerTimeout) -> str:
+    speed = timeout.tokens / timeout.seconds if timeout.seconds > 0 else 0.0
+    need = config.max_answer_tokens / speed if speed > 0 else 0.0
+    return (
+        f"{timeout}; an answer of up to {config.max_answer_tokens} tokens "
+        f"(JUDGE_MAX_ANSWER_TOKENS) needs about {need:.0f} s at that speed, more than "
+        f"JUDGE_TIMEOUT_S={config.timeout_s:.0f}"
+    )
+
+
+def _overflow(message: str, overflow: ContextError, bound: int = 0) -> ContextOverflow:
     sizes = ""
     if overflow.prompt_tokens and overflow.context_tokens:
         sizes = f" (prompt {overflow.prompt_tokens:,} tokens, context {overflow.context_tokens:,})"
+    if bound and overflow.context_tokens and bound >= overflow.context_tokens:
+        # No split can help: the answer bound alone takes the whole context.
+        message = (
+            f"the answer bound alone fills the context: JUDGE_MAX_ANSWER_TOKENS={bound:,} "
+            f"against a context of {overflow.context_tokens:,} tokens per request; lower "
+            f"JUDGE_MAX_ANSWER_TOKENS or give the server a larger context ({message})"
+        )
     return ContextOverflow(failures.tag(failures.CONTEXT, f"{message}{sizes}"), detail=overflow)

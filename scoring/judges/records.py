@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
@@ -67,6 +67,9 @@ class CallRecord:
     # for cache hits and for judges that ask no server.
     raw_response: str = ""
     prompt: Prompt | None = None
+    tokens_reasoning: int = 0  # of tokens_out, those a reasoning model spent thinking
+    # How the request was asked (model, temperature, bound, seed, response format, stream).
+    request: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -99,6 +102,7 @@ class CallLedger:
         vote_number: int,
         prompt: Prompt | None = None,
     ) -> None:
+        self.request: dict[str, Any] = {}
         self.record = record
         self.durable = isinstance(record, DurableRecorder)
         self.judge = judge
@@ -116,6 +120,7 @@ class CallLedger:
         tout: int = 0,
         err: str = "",
         raw: str = "",
+        reasoning: int = 0,
     ) -> CallRecord:
         return CallRecord(
             judge=self.judge,
@@ -130,6 +135,8 @@ class CallLedger:
             error=err[:2000],
             raw_response=raw[:RAW_RESPONSE_LIMIT],
             prompt=self.prompt,
+            tokens_reasoning=reasoning,
+            request=self.request if status != "cached" else {},
         )
 
     def cached(self, started: float) -> None:
@@ -164,12 +171,13 @@ class CallLedger:
         *,
         raw: str = "",
         then: Callable[[], None] | None = None,
+        reasoning: int = 0,
     ) -> bool:
         """Record how the attempt ended; ``True`` when ``then`` ran in the ledger's transaction.
 
         ``raw`` is what the server returned (capped at :data:`RAW_RESPONSE_LIMIT`).
         """
-        record = self._make(attempt, started, status, tin, tout, err, raw)
+        record = self._make(attempt, started, status, tin, tout, err, raw, reasoning)
         if self.durable:
             durable: Any = self.record
             await _to_the_end(durable.aend(ticket, record, then=then))

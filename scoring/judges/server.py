@@ -21,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+
+from scoring.judges.reply import AnswerTimeout, ServerFault, StreamBroken, send
 
 if TYPE_CHECKING:
     import openai
@@ -44,8 +47,18 @@ class ServerProfile:
     token_param: str = "max_completion_tokens"
     send_seed: bool = True
     send_temperature: bool = True
+    stream: bool = True
     probed: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # What the server answered to the probe, where it said: a reply that is not a chat
+    # completion (``fault``), its context per request and slots (llama.cpp's /props, vLLM's
+    # max_model_len), its generation speed, and whether it reasons before answering.
+    fault: str = ""
+    context_tokens: int | None = None
+    slots: int | None = None
+    tokens_per_s: float | None = None
+    speed_source: str = ""  # "server" (llama.cpp's timings) or "measured" (probe's latency)
+    reasoning: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -152,7 +165,7 @@ def context_error(exc: BaseException) -> ContextError | None:
 def is_transient(exc: BaseException) -> bool:
     import openai
 
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | StreamBroken):
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in (408, 409, 429) or exc.status_code >= 500
@@ -229,6 +242,8 @@ async def probe_server(
     temperature: float | None,
     timeout_s: float = 60.0,
     preferred_format: str = JSON_SCHEMA,
+    base_url: str | None = None,
+    stream: bool = True,
 ) -> ServerProfile:
     """Find the request options the server takes, with one small call (a few on refusals).
 
@@ -237,7 +252,7 @@ async def probe_server(
     """
     import openai
 
-    profile = ServerProfile(response_format=preferred_format, probed=True)
+    profile = ServerProfile(response_format=preferred_format, probed=True, stream=stream)
     for _ in range(6):
         kwargs: dict[str, Any] = {
             "model": model,
@@ -256,14 +271,27 @@ async def probe_server(
             kwargs["seed"] = 1
         if temperature is not None and profile.send_temperature:
             kwargs["temperature"] = temperature
+        started = time.perf_counter()
         try:
-            create: Any = client.chat.completions.create
-            await create(**kwargs)
-            return profile
+            reply = await send(
+                client,
+                kwargs,
+                stream=profile.stream,
+                timeout_s=timeout_s,
+                base_url=base_url,
+            )
+        except ServerFault as fault:
+            note = f"server fault: {fault}"
+            return replace(profile, fault=str(fault), notes=(*profile.notes, note))
+        except (AnswerTimeout, StreamBroken) as exc:
+            return replace(profile, notes=(*profile.notes, f"probe failed: {exc}"))
         except openai.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code in (401, 403, 404, 408, 429):
                 note = f"probe inconclusive: {error_message(exc)}"
                 return replace(profile, notes=(*profile.notes, note))
+            if profile.stream and _rejects(exc, "stream_options", "streaming"):
+                profile = replace(profile, stream=False, notes=(*profile.notes, "no streaming"))
+                continue
             if profile.token_param == "max_completion_tokens" and _rejects(
                 exc, "max_completion_tokens"
             ):
@@ -289,4 +317,61 @@ async def probe_server(
                 return replace(profile, notes=(*profile.notes, note))
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             return replace(profile, notes=(*profile.notes, f"probe failed: {error_message(exc)}"))
+        else:
+            elapsed = time.perf_counter() - started
+            speed, source = reply.tokens_per_s, "server"
+            if speed is None and reply.tokens_out >= 4 and elapsed > 0:
+                # Includes the prompt's processing: a lower bound of the generation speed.
+                speed, source = reply.tokens_out / elapsed, "measured"
+            context, slots = await server_limits(client, base_url=base_url, model=model)
+            return replace(
+                profile,
+                tokens_per_s=round(speed, 2) if speed else None,
+                speed_source=source if speed else "",
+                reasoning=bool(reply.reasoning or reply.tokens_reasoning),
+                context_tokens=context,
+                slots=slots,
+            )
     return profile
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+async def _get_json(client: Any, url: str) -> Any:
+    try:
+        return await client.get(url, cast_to=dict, options={"timeout": 10.0})
+    except Exception:  # not offered by this server (404, not JSON, ...): nothing learnt
+        return None
+
+
+async def server_limits(
+    client: Any, *, base_url: str | None, model: str
+) -> tuple[int | None, int | None]:
+    """(context per request, slots) where the server says: llama.cpp's ``/props``
+    (``default_generation_settings.n_ctx`` is one slot's context, ``total_slots``), vLLM's
+    ``max_model_len`` on ``/v1/models``. ``None`` for what it does not say."""
+    if not base_url:
+        return None, None  # the OpenAI API: neither is published
+    api = base_url.rstrip("/")
+    root = api[: -len("/v1")] if api.endswith("/v1") else api
+    context = slots = None
+    props = await _get_json(client, f"{root}/props")
+    if isinstance(props, dict):
+        slots = _positive(props.get("total_slots"))
+        settings = props.get("default_generation_settings")
+        if isinstance(settings, dict):
+            context = _positive(settings.get("n_ctx"))
+        context = context or _positive(props.get("n_ctx"))
+    if context is None:
+        models = await _get_json(client, f"{api}/models")
+        data = models.get("data") if isinstance(models, dict) else None
+        for entry in data if isinstance(data, list) else []:
+            if isinstance(entry, dict) and entry.get("id") in (model, None):
+                context = _positive(entry.get("max_model_len"))
+                break
+        else:
+            if isinstance(data, list) and len(data) == 1 and isinstance(data[0], dict):
+                context = _positive(data[0].get("max_model_len"))
+    return context, slots

@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 
 from benchmarks_app.models import EvaluationRun, JudgeCall
+from benchmarks_app.selectors.runs import run_failure_causes, run_judge_usage
 
 BASE_URL = os.environ.get("REAL_LLM_BASE_URL", "").strip().rstrip("/")
 SKIP_REASON = (
@@ -43,6 +44,16 @@ HTTP_ERROR = re.compile(r"\bHTTP [45]\d\d\b")
 SETTING_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 PARSED = {"ok", "cached"}
 UNPARSED = {"invalid", "truncated"}
+# The share of answers (ledger calls with an answer) that must parse: a run that judged little
+# is not a pass, however clean its protocol.
+MIN_PARSED = float(os.environ.get("REAL_LLM_MIN_PARSED", "0.5"))
+# Why a run against a small model may fail: its answers, never the platform's requests, the
+# server's replies or the protocol (server, rejected, context, transient, slow, other).
+ALLOWED_CAUSES = frozenset(
+    k.strip()
+    for k in os.environ.get("REAL_LLM_ALLOWED_CAUSES", "invalid,truncated").split(",")
+    if k.strip()
+)
 
 
 def summarize(run: EvaluationRun, **extra: Any) -> dict[str, Any]:
@@ -67,6 +78,7 @@ def summarize(run: EvaluationRun, **extra: Any) -> dict[str, Any]:
         "latency_ms_p50": statistics.median(latencies) if latencies else None,
         "latency_ms_max": latencies[-1] if latencies else None,
         "errors": sorted({c.error[:300] for c in calls if c.error})[:20],
+        "usage": run_judge_usage(run=run).as_dict(),
         **extra,
     }
 
@@ -89,7 +101,10 @@ def problems(run: EvaluationRun, texts: Iterable[str], log_text: str = "") -> di
         "unparsed_without_reason": [],
         "unknown_status": [],
         "run_outcome": [],
+        "judged_too_little": [],
+        "unexpected_cause": [],
     }
+    answered = parsed = 0
     for c in JudgeCall.objects.filter(run=run).order_by("pk"):
         where = f"call #{c.pk} (vote {c.vote_number}, attempt {c.attempt}, {c.status})"
         if c.status == "error" and HTTP_ERROR.search(c.error):
@@ -102,6 +117,20 @@ def problems(run: EvaluationRun, texts: Iterable[str], log_text: str = "") -> di
             found["unparsed_without_reason"].append(where)
         if c.status not in PARSED | UNPARSED | {"error"}:
             found["unknown_status"].append(where)
+        if c.status in PARSED | UNPARSED:
+            answered += 1
+            parsed += c.status in PARSED
+    if answered == 0 or parsed < MIN_PARSED * answered:
+        found["judged_too_little"].append(
+            f"{parsed} of {answered} answers parsed (at least {MIN_PARSED:.0%} expected)"
+        )
+    if run.progress_total and run.progress_done < MIN_PARSED * run.progress_total:
+        found["judged_too_little"].append(
+            f"{run.progress_done} of {run.progress_total} items judged"
+        )
+    for cause in run_failure_causes(run=run) if run.status == "failed" else []:
+        if cause.kind not in ALLOWED_CAUSES:
+            found["unexpected_cause"].append(f"{cause.count} x {cause.kind}: {cause.message[:300]}")
     for text in [run.error, log_text, *texts]:
         if text and EVENT_LOOP_CLOSED in text:
             found["event_loop_closed"].append(text[:300])

@@ -4,7 +4,9 @@ A small local model answers slowly and often badly: these tests do not check ver
 check what a real server exposes and the fake one in the other tests does not: no HTTP errors
 caused by what the platform sends, no "Event loop is closed" from clients outliving their
 loop, every answer within JUDGE_MAX_ANSWER_TOKENS, every answer parsed or recorded with a
-reason, and a run that succeeds or fails with a one-line cause saying what to change.
+reason, most answers parsed (a run that judged little does not pass, however clean its
+protocol), and a run that succeeds or fails only for the causes support.ALLOWED_CAUSES names
+(the model's answers), with a one-line cause saying what to change.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.selectors.checklist import default_challenge
+from benchmarks_app.selectors.runs import run_judge_usage
 from benchmarks_app.services.checklist import (
     ChecklistSubmissionError,
     PaperUpload,
@@ -25,6 +26,7 @@ from benchmarks_app.services.checklist import (
 from benchmarks_app.services.checklist.maintainers import MAINTAINERS_TEAM
 from benchmarks_app.services.runs import run_wait
 from benchmarks_app.services.uploads import upload_too_large
+from scoring.judges.usage import JudgeUsage
 
 EXCERPT_CHARS = 100
 
@@ -76,6 +78,7 @@ def run_report(run: EvaluationRun) -> dict[str, Any]:
         "status": run.status,
         "judge": run.judge,
         "error": run.error,
+        "judge_usage": run_judge_usage(run=run).as_dict(),
         "submission": submission.pk,
         "team": submission.team.name,
         "challenge": submission.challenge.slug,
@@ -203,6 +206,7 @@ class Command(BaseCommand):
             f"Run #{report['run']} {report['status']} · judge {report['judge']} · submission "
             f"#{report['submission']} of {report['team']!r} in {report['challenge']}"
         )
+        self.stdout.write(JudgeUsage(**report["judge_usage"]).line())
         width = max((len(v["title"]) for v in report["verdicts"]), default=0)
         for v in report["verdicts"]:
             self.stdout.write(

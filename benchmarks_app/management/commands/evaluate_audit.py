@@ -8,8 +8,7 @@ from django.db import transaction
 
 from benchmarks_app.models import EvaluationRun, Repo, Scanner
 from benchmarks_app.models.audit import AuditDataset
-from benchmarks_app.selectors.audit import run_judge_calls
-from benchmarks_app.selectors.runs import ended_run_failure_causes
+from benchmarks_app.selectors.runs import ended_run_failure_causes, run_judge_usage
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
 from benchmarks_app.services.audit.processing import audit_run_set_prefilter
 from benchmarks_app.services.runs import run_wait
@@ -127,7 +126,7 @@ class Command(BaseCommand):
         run = run_wait(run=run, on_progress=show)
         if tty:
             self.stdout.write("")
-        new, cached = run_judge_calls(run=run)
+        usage = run_judge_usage(run=run).line()
         if run.status == "succeeded":
             self.stdout.write(
                 self.style.SUCCESS(
@@ -135,9 +134,9 @@ class Command(BaseCommand):
                     f"--scanner {scanner.name} --run {run.pk}"
                 )
             )
-            self.stdout.write(f"judge calls: {new} new, {cached} cached")
+            self.stdout.write(usage)
         else:
-            self.stdout.write(f"judge calls: {new} new, {cached} cached")
+            self.stdout.write(usage)
             causes = ended_run_failure_causes(run=run)
             if causes:
                 self.stderr.write(

@@ -203,7 +203,9 @@ async def _run_jobs(
     try:
         if isinstance(judge, OpenAIAuditJudge):
             # In the run's loop, before any verdict: which format and options the server takes.
-            await llm_config_probe(run, client=judge.client, config=judge.config)
+            await llm_config_probe(
+                run, client=judge.client, config=judge.config, limiter=judge.limiter
+            )
         # gather_all cancels the other repos' calls when one raises (a judge outage).
         await until_cancelled(gather_all(*(one(job) for job in jobs)), run_id=run.pk)
     finally:

@@ -113,7 +113,12 @@ async def _assess_batch(
 
     async def one(item: ChecklistItem) -> ConsensusResult[ChecklistVerdict]:
         async with gate:
-            return await assess_item(judge, item, iterations=iterations)
+            return await assess_item(
+                judge,
+                item,
+                iterations=iterations,
+                single=bool(getattr(settings, "CHECKLIST_SINGLE_VOTE", False)),
+            )
 
     # The first JudgeUnavailable cancels the other answers' calls: the run pauses as a whole.
     return await gather_all(*(one(i) for i in items))
@@ -142,7 +147,9 @@ async def _judge_all(run: EvaluationRun, to_judge: list[ChecklistAnswer]) -> int
     judge, recorder = _build_judge(run)
     try:
         if isinstance(judge, OpenAIChecklistJudge):
-            await llm_config_probe(run, client=judge.client, config=judge.config)
+            await llm_config_probe(
+                run, client=judge.client, config=judge.config, limiter=judge.limiter
+            )
         iterations = int(settings.JUDGE_ITERATIONS)
         batch_size = int(settings.JUDGE_BATCH_SIZE)
         concurrency = int(settings.JUDGE_CONCURRENCY)

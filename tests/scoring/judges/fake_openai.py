@@ -7,6 +7,11 @@ Every request body is kept in ``requests``. Use as a context manager; ``base_url
 OpenAI API) do: a client whose pooled connections outlive their event loop fails only then.
 ``connections`` counts the TCP connections accepted.
 
+A handler may return :class:`Raw` (any body with any content type, as a proxy or another
+API would answer) or :class:`Events` (a server-sent-events stream, each event after a delay;
+``disconnects`` counts streams the client closed before their end, as llama.cpp notices a
+cancelled request).
+
 ``fail_for(seconds, status, delay)`` makes it answer ``status`` to every request for that long
 (an outage), after ``delay`` seconds, without calling the handler; ``failed`` keeps those
 requests and ``max_in_flight_down`` counts how many were in flight at once. ``in_flight`` /
@@ -20,10 +25,49 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Handler = Callable[[dict[str, Any]], "dict[str, Any] | tuple[int, dict[str, Any]]"]
+Handler = Callable[[dict[str, Any]], Any]
+
+
+@dataclass
+class Raw:
+    body: bytes
+    content_type: str = "application/json"
+    status: int = 200
+
+
+@dataclass
+class Events:
+    """A streamed answer: ``events`` JSON objects sent as ``data:`` lines, ``delay_s`` apart."""
+
+    events: list[dict[str, Any]]
+    delay_s: float = 0.0
+    done: bool = True
+
+
+def chunk(
+    content: str | None = None,
+    *,
+    reasoning: str | None = None,
+    finish_reason: str | None = None,
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    delta: dict[str, Any] = {}
+    if content is not None:
+        delta["content"] = content
+    if reasoning is not None:
+        delta["reasoning_content"] = reasoning
+    event: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+    if usage is not None:
+        event["usage"] = usage
+    return event
 
 
 def completion(
@@ -54,14 +98,23 @@ def error_body(message: str) -> dict[str, Any]:
 
 
 class FakeOpenAI:
-    def __init__(self, handler: Handler, *, keep_alive: bool = False) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        keep_alive: bool = False,
+        pages: dict[str, Any] | None = None,
+    ) -> None:
         self.handler = handler
+        # GET path -> JSON answered (llama.cpp's /props, /v1/models); others are 404.
+        self.pages = pages or {}
         self.requests: list[dict[str, Any]] = []
         self.connections = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self.failed: list[dict[str, Any]] = []
         self.max_in_flight_down = 0
+        self.disconnects = 0
         self._down_until = 0.0
         self._down_status = 503
         self._down_delay = 0.0
@@ -80,6 +133,15 @@ class FakeOpenAI:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                page = outer.pages.get(self.path)
+                data = json.dumps(page if page is not None else {"error": "not found"}).encode()
+                self.send_response(200 if page is not None else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
@@ -106,13 +168,38 @@ class FakeOpenAI:
                         outer.in_flight -= 1
                         if down:
                             outer._in_flight_down -= 1
-                status, payload = result if isinstance(result, tuple) else (200, result)
-                data = json.dumps(payload).encode()
+                if isinstance(result, Events):
+                    self._stream(result)
+                    return
+                if isinstance(result, Raw):
+                    status, data, ctype = result.status, result.body, result.content_type
+                else:
+                    status, payload = result if isinstance(result, tuple) else (200, result)
+                    data, ctype = json.dumps(payload).encode(), "application/json"
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", ctype)
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, result: Events) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                lines = [f"data: {json.dumps(e)}" for e in result.events]
+                if result.done:
+                    lines.append("data: [DONE]")
+                try:
+                    for line in lines:
+                        time.sleep(result.delay_s)
+                        self.wfile.write(f"{line}\n\n".encode())
+                        self.wfile.flush()
+                except OSError:
+                    # The client closed the connection: a real server stops generating.
+                    with outer._lock:
+                        outer.disconnects += 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -67,3 +67,27 @@ def test_a_reason_quoting_its_advice_is_shown_without_the_quote() -> None:
     assert cause.count == 2
     assert cause.message.endswith("context 8,192); even one scan finding does not fit")
     assert failures.ADVICE["context"] == cause.advice and cause.advice not in cause.message
+
+
+def test_failures_differing_only_in_numbers_are_one_cause_with_the_range() -> None:
+    reasons = [
+        [
+            tag(
+                failures.CONTEXT,
+                f"BadRequestError: HTTP 400 request ({n} tokens) exceeds the available context "
+                f"size (4096 tokens) (prompt {n:,} tokens, context 4,096)",
+            )
+        ]
+        for n in range(5000, 5015)
+    ]
+    causes = summarize_items(reasons)
+    assert len(causes) == 1 and causes[0].count == 15
+    assert "prompt 5,000 to 5,014 tokens, context 4,096" in causes[0].message
+    assert "HTTP 400" in causes[0].message
+    text = headline(causes, failed_items=15)
+    assert text.count("JUDGE_MAX_ANSWER_TOKENS") == 1 and len(text) < 700
+    # Different HTTP statuses stay different causes.
+    two = summarize_items(
+        [[tag(failures.TRANSIENT, f"InternalServerError: HTTP {s} busy")] for s in (500, 503)]
+    )
+    assert len(two) == 2
