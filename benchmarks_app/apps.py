@@ -112,7 +112,7 @@ ADMIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ChecklistBoardRow",
         ),
     ),
-    ("Runs and judges", ("EvaluationRun", "JudgeCall", "JudgeCacheEntry")),
+    ("Runs and judges", ("EvaluationRun", "RunPiece", "JudgeCall", "JudgeCacheEntry")),
     ("Operations", ("Phase", "NotificationPreference", "Webhook", "WebhookDelivery")),
 )
 

@@ -20,6 +20,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from benchmarks_app.models import EvaluationRun, JudgeCall, PieceStatus, RunPiece, RunStatus
+from benchmarks_app.services import run_state, scheduling
 from benchmarks_app.services import runs as run_services
 from benchmarks_app.services.judging import DbJudgeCache, ledger_recorder
 from benchmarks_app.services.leases import current_lease, lease_holder
@@ -33,10 +34,8 @@ def _run(**kwargs: Any) -> EvaluationRun:
 
 
 def _use_kind(monkeypatch: Any, process: Callable[[EvaluationRun], None]) -> None:
-    monkeypatch.setattr(
-        run_services, "RUN_KINDS", {"probes": run_services.RunKind(process="x.process")}
-    )
-    monkeypatch.setattr(run_services, "import_string", lambda path: process)
+    monkeypatch.setitem(run_services.RUN_KINDS, "probes", run_services.RunKind(process="x.process"))
+    monkeypatch.setattr(scheduling, "import_string", lambda path: process)
 
 
 @contextmanager
@@ -222,16 +221,16 @@ def test_a_judge_outage_parks_the_runs_other_pieces_without_asking_the_judge(
         asked.append(key)
         raise JudgeUnavailable("judge at http://127.0.0.1:9 unreachable for 300 s")
 
-    monkeypatch.setattr(
-        run_services,
-        "RUN_KINDS",
-        {"probes": run_services.RunKind(process="x.process", plan="x.plan")},
+    monkeypatch.setitem(
+        run_services.RUN_KINDS, "probes", run_services.RunKind(process="x.process", plan="x.plan")
     )
-    monkeypatch.setattr(
-        run_services,
-        "import_string",
-        lambda path: judging if path == "x.process" else (lambda r: ["a", "b", "c"]),
-    )
+
+    def kind_function(path: str) -> Any:
+        return judging if path == "x.process" else (lambda r: ["a", "b", "c"])
+
+    # The processor is found by the scheduler, the plan by the run's state module.
+    monkeypatch.setattr(scheduling, "import_string", kind_function)
+    monkeypatch.setattr(run_state, "import_string", kind_function)
     pieces = run_services.run_pieces_prepare(run=run)
     for piece in pieces:
         run_services.piece_process(piece_id=piece.pk)
