@@ -23,6 +23,7 @@ from django.utils.text import slugify
 from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Benchmark, ProbeSuite
 from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.leaderboards import own_submissions
 from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
@@ -399,8 +400,11 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404(str(exc)) from exc
     report = data["report"]
     entry = data["submission"]
+    runs = data["runs"]
     context: dict[str, Any] = {
         **data,
+        # The run this page follows live until its report appears.
+        "live_run": runs[0] if not report and runs and runs[0].status in ACTIVE_STATUSES else None,
         "can_choose": bool(
             report
             and not entry.board_choice
