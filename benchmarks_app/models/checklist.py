@@ -10,7 +10,12 @@ from django.conf import settings
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from benchmarks_app.models.common import AppendOnlyModel, EntryMetadata, TimeStampedModel
+from benchmarks_app.models.common import (
+    AppendOnlyModel,
+    EntryMetadata,
+    LineEndsTextField,
+    TimeStampedModel,
+)
 
 
 class ChecklistQuestion(models.Model):
@@ -18,8 +23,8 @@ class ChecklistQuestion(models.Model):
 
     number = models.PositiveSmallIntegerField(unique=True)
     title = models.CharField(max_length=200)
-    question = models.TextField()
-    guidelines = models.TextField(blank=True)
+    question = LineEndsTextField()
+    guidelines = LineEndsTextField(blank=True)
 
     # Every curation change, with who made it, shown in the admin.
     history = HistoricalRecords()
@@ -34,7 +39,7 @@ class ChecklistQuestion(models.Model):
 class Challenge(TimeStampedModel):
     name = models.CharField(max_length=200, unique=True)
     slug = models.SlugField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
+    description = LineEndsTextField(blank=True)
     is_open = models.BooleanField(default=True)
     daily_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Submissions per team per day; empty uses the setting."

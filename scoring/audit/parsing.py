@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scoring.audit.types import BEST_PRACTICES, HIGH, INFO, LOW, MEDIUM, ScanItem, TruthItem
+from scoring.text import normalize_line_ends
 
 RESERVED_FOLDERS = {"repos", "source_of_truth", "recorded"}
 
@@ -239,10 +240,11 @@ def nul_path(value: Any, path: str) -> str | None:
 
 
 def _text(item: dict[str, Any], *keys: str) -> str:
+    # Line ends as the database stores them: a file saved on Windows is no change.
     for key in keys:
         value = item.get(key)
         if value not in (None, ""):
-            return str(value)
+            return normalize_line_ends(str(value))
     return ""
 
 
