@@ -141,15 +141,17 @@ class SubmissionStatus(models.TextChoices):
     ASSESSING = "assessing", "Assessing"
     SCORED = "scored", "Scored"
     FAILED = "failed", "Failed"
+    # Withdrawn by its team before assessment; its files are deleted.
+    WITHDRAWN = "withdrawn", "Withdrawn"
 
 
 class ChecklistSubmissionQuerySet(models.QuerySet["ChecklistSubmission"]):
     def counting_towards_quota(self) -> ChecklistSubmissionQuerySet:
         """Every accepted entry; only refused or withdrawn ones leave the count.
 
-        Files refused at upload or extraction are never stored. A ``failed`` submission is
-        either withdrawn before assessment (no run) or an accepted entry whose assessment
-        failed (it has a run): the latter keeps its slot, otherwise resuming it in the admin
+        Files refused at upload or extraction are never stored. A ``withdrawn`` submission
+        (before assessment, so without a run) leaves the count; an accepted entry whose
+        assessment failed (it has a run) keeps its slot, otherwise resuming it in the admin
         would make it count again and let the team go over its limit in between.
         """
         # EvaluationRun's module imports this one; look it up by name instead.
@@ -157,7 +159,8 @@ class ChecklistSubmissionQuerySet(models.QuerySet["ChecklistSubmission"]):
         accepted = models.Exists(
             run_model.objects.filter(checklist_submission=models.OuterRef("pk"))
         )
-        return self.filter(~models.Q(status=SubmissionStatus.FAILED) | accepted)
+        gone = [SubmissionStatus.FAILED, SubmissionStatus.WITHDRAWN]
+        return self.filter(~models.Q(status__in=gone) | accepted)
 
 
 class ChecklistSubmission(EntryMetadata, TimeStampedModel):

@@ -16,12 +16,13 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Challenge, PaperKind, SubmissionStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.checklist import (
+    QUOTA_RULE,
     checklist_quota,
     checklist_submission_detail,
     default_challenge,
@@ -425,19 +426,25 @@ def submission_assess(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("checklist:submission-detail", pk=pk)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def submission_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
+    """Withdrawing deletes the papers' files: the page asks first (GET, or a POST without
+    ``confirm``), and only a POST with ``confirm`` withdraws."""
     detail = checklist_submission_detail(user=request.user, pk=pk)
     if detail is None or not request.user.is_authenticated:
         raise Http404("No such submission")
+    if request.method != "POST" or request.POST.get("confirm") != "1":
+        return render(
+            request,
+            "checklist/withdraw_confirm.html",
+            {"submission": detail.submission, "papers": detail.papers, "rule": QUOTA_RULE},
+        )
     try:
         checklist_submission_discard(submission=detail.submission)
     except ChecklistSubmissionError as exc:
         messages.error(request, exc.message)
-    else:
-        messages.success(
-            request, "Submission withdrawn and its files deleted; it still counts for today."
-        )
+        return redirect("checklist:submission-detail", pk=pk)
+    messages.success(request, f"Submission #{pk} withdrawn and its files deleted. {QUOTA_RULE}")
     return redirect("checklist:mine")
 
 
