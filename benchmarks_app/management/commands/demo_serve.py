@@ -11,6 +11,20 @@ from django.core.management.base import BaseCommand
 from benchmarks_app.demo import admin_password_line
 
 
+def serve_env(host: str, port: str, environ: dict[str, str]) -> dict[str, str]:
+    """The environment of the site and its worker: the queue runs them synchronously no more,
+    and links sent from the queue (e-mails, webhooks) point at the address served, unless
+    SITE_URL says otherwise."""
+    env = {**environ, "Q_SYNC": "0"}
+    if not env.get("SITE_URL", "").strip():
+        # A wildcard address is where the server listens, not one a browser can open.
+        shown = "localhost" if host in ("0.0.0.0", "::", "") else host
+        if ":" in shown:
+            shown = f"[{shown}]"  # an IPv6 address in a URL
+        env["SITE_URL"] = f"http://{shown}:{port}"
+    return env
+
+
 class Command(BaseCommand):
     help = "Serve the site on HOST:PORT with one qcluster worker beside it (for `make demo`)."
 
@@ -19,7 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", default="8000")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        env = {**os.environ, "Q_SYNC": "0"}
+        env = serve_env(str(options["host"]), str(options["port"]), dict(os.environ))
         worker = subprocess.Popen([sys.executable, "manage.py", "qcluster"], env=env)
         address = f"{options['host']}:{options['port']}"
         self.stdout.write(
