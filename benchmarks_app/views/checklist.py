@@ -63,6 +63,7 @@ from benchmarks_app.views.checklist_actions import (
 )
 from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.tables import Column
+from benchmarks_app.views.upload_fields import UploadField
 
 app_name = "checklist"
 
@@ -70,18 +71,18 @@ ACCEPT = ".pdf,.tex,.zip"
 
 
 class SubmissionForm(forms.Form):
-    genuine = forms.FileField(
+    genuine = UploadField(
         label="Genuine paper (G)",
         widget=forms.ClearableFileInput(attrs={"accept": ACCEPT}),
         help_text="PDF, .tex, or .zip of LaTeX sources with a main .tex.",
     )
-    adversarial = forms.FileField(
+    adversarial = UploadField(
         label="Adversarial paper (A)",
         required=False,
         widget=forms.ClearableFileInput(attrs={"accept": ACCEPT}),
         help_text="Planted errors and deceptive answers. Give A and T together, or neither.",
     )
-    truth = forms.FileField(
+    truth = UploadField(
         label="Truth-adversarial paper (T)",
         required=False,
         widget=forms.ClearableFileInput(attrs={"accept": ACCEPT}),

@@ -48,6 +48,7 @@ from benchmarks_app.services.uploads import errors_capped, upload_limit_text
 from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.tables import Column, SortableTable
+from benchmarks_app.views.upload_fields import UploadField
 from scoring.probes.metrics import board_markdown
 from scoring.probes.report import report_markdown
 
@@ -307,7 +308,7 @@ class ResponseSubmissionForm(forms.Form):
         help_text="As it should appear on the leaderboard, e.g. gpt-4o-2024-08-06.",
     )
     format = forms.ChoiceField(choices=FORMAT_CHOICES, required=False)
-    file = forms.FileField(
+    file = UploadField(
         label="Responses file",
         widget=forms.ClearableFileInput(attrs={"accept": ".jsonl,.json,.ndjson,.csv,.txt"}),
     )

@@ -216,7 +216,7 @@ def test_api_accepts_the_same_file_as_multipart(user: Any, repo: Repo) -> None:
 # --- bad files: named problem, same words as the API, nothing stored ------------------------
 
 BAD_FILES = [
-    pytest.param(b'{"findings": [', "not valid JSON (", id="malformed"),
+    pytest.param(b'{"findings": [', "not valid JSON: ", id="malformed"),
     pytest.param(b"", "empty file", id="empty"),
     pytest.param(
         {"project": "x"}, "findings: missing; expected a list of findings", id="no-findings"
