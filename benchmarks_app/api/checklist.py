@@ -226,7 +226,11 @@ class ChecklistSubmissionListView(APIView):
             for s in team_submissions(user=request.user, team=team)
         ]
         paginator = StandardPagination()
-        page = paginator.paginate_queryset(submissions, request, view=self)  # type: ignore[arg-type]
+        page: list[Any] | None = paginator.paginate_queryset(
+            submissions,  # type: ignore[arg-type]
+            request,
+            view=self,
+        )
         return paginator.get_paginated_response([_summary_json(request, s) for s in page or []])
 
     @extend_schema(request=SubmissionCreateSerializer, responses={201: OpenApiTypes.OBJECT})
