@@ -127,3 +127,43 @@ def test_probe_upload_page_follows_its_run_to_the_report(
     expect(page.get_by_text("no scored run yet")).to_have_count(0)
     assert _still_same_document(page)
     screenshot("probe-report")
+
+
+def test_checklist_submission_page_follows_its_assessment_to_the_scores(
+    page: Any, login: Any, queued_tasks: Any, screenshot: Any
+) -> None:
+    from tests.browser.test_scenario import DEMO
+    from tests.factories.common import ChallengeFactory, TeamFactory, join
+
+    user = UserFactory.create(username="assessor")
+    team = TeamFactory.create(challenge=ChallengeFactory.create(), name="Team Live")
+    join(user, team)
+    login(user, PASSWORD)
+    page.goto("/checklist/submit/")
+    page.set_input_files("input[name=genuine]", str(DEMO / "genuine.tex"))
+    page.set_input_files("input[name=adversarial]", str(DEMO / "adversarial.tex"))
+    page.set_input_files("input[name=truth]", str(DEMO / "truth.tex"))
+    page.locator("form:has(input[name=genuine]) button[type=submit]").click()
+    page.wait_for_url(re.compile(r"/checklist/submissions/\d+/$"))
+    page.click("#start-assessment")
+    page.wait_for_url(re.compile(r"/checklist/submissions/\d+/$"))
+    run = EvaluationRun.objects.get(checklist_submission__team=team)
+    expect(page.locator("#run-status [data-role=status]")).to_have_text("Queued")
+    expect(page.locator("#follow-run")).to_be_visible()
+    expect(page.get_by_text("Not scored yet.")).to_be_visible()
+    _mark_document(page)
+
+    assert queued_tasks() == [run.pk]
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+    expect(page.locator("#run-status [data-role=status]")).to_have_text("Succeeded", timeout=20_000)
+    expect(page.locator("h1 .badge")).to_have_text("Scored")
+    # The scores drawn by the server, where "Not scored yet." was.
+    expect(page.locator("table.kv")).to_contain_text("C")
+    expect(page.get_by_text("Not scored yet.")).to_have_count(0)
+    expect(page.locator("#follow-run")).to_have_count(0)
+    expect(page.locator("#run-status")).to_contain_text(
+        f"{run.progress_total}/{run.progress_total} answers"
+    )
+    assert _still_same_document(page)
+    screenshot("checklist-scores")
