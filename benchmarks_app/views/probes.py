@@ -423,7 +423,8 @@ def _scatter(observability: dict[str, Any] | None, cases: list[dict[str, Any]]) 
         )
     ticks = [
         {
-            "value": f"{t:.1f}",
+            # Two decimals: 0.25 and 0.75 must not read 0.2 and 0.8.
+            "value": f"{t:.2f}",
             "x": round(PAD_LEFT + t * inner_w, 2),
             "y": round(bottom - t * inner_h, 2),
         }

@@ -67,3 +67,22 @@ def test_unknown_phase_is_a_404(client, phased):
     assert answer.status_code == 404
     answer = client.get(PAGE, {"suite": "mini", "phase": "nope"})
     assert answer.status_code == 404
+
+
+def test_scatter_ticks_read_their_values(client, django_capture_on_commit_callbacks) -> None:
+    # The ticks sit at 0, 0.25, 0.5, 0.75 and 1: their labels said 0.2 and 0.8 (issue 26).
+    import json
+
+    from benchmarks_app.services.probes import probe_submission_submit, probe_suite_import
+    from tests.browser.test_scenario import OUTPUTS, PROBES
+
+    probe_suite_import(
+        name="ticks", text="\n".join(json.dumps(p) for p in PROBES), fmt="jsonl", source_name="t"
+    )
+    text = "\n".join(json.dumps({"probe_id": k, "output": v}) for k, v in OUTPUTS.items())
+    with django_capture_on_commit_callbacks(execute=True):
+        run = probe_submission_submit(suite_name="ticks", model_name="m", text=text, fmt="jsonl")
+    html = client.get(reverse("probes:submission", args=[run.probe_submission_id])).content
+    assert b'id="probe-scatter"' in html
+    labels = re.findall(r'text-anchor="middle">([\d.]+)</text>', html.decode())
+    assert labels == ["0.00", "0.25", "0.50", "0.75", "1.00"]
