@@ -121,9 +121,12 @@ LEADERBOARD_COLUMNS = [
     ),
     Column(
         "high_stakes_failure_rate",
-        "High-stakes",
+        # A share of the model's failures, not a rate over probes: named so (a model failing
+        # one critical probe of 100 scores 100% here).
+        "High-stakes share of failures",
         kind="pct",
-        title="Share of failures that are on critical or high probes",
+        title="Of the model's failures, the share on critical or high probes (not a rate over "
+        "probes)",
     ),
     Column(
         "agreement_accuracy",

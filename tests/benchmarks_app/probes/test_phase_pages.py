@@ -86,3 +86,14 @@ def test_scatter_ticks_read_their_values(client, django_capture_on_commit_callba
     assert b'id="probe-scatter"' in html
     labels = re.findall(r'text-anchor="middle">([\d.]+)</text>', html.decode())
     assert labels == ["0.00", "0.25", "0.50", "0.75", "1.00"]
+
+
+def test_high_stakes_column_says_it_is_a_share_of_failures(client, phased) -> None:
+    # It is the share of a model's failures on critical/high probes, not a rate over probes.
+    html = client.get(PAGE, {"suite": "mini"}).content.decode()
+    headers = [
+        re.sub(r"<[^>]+>", "", h).strip().rstrip("↕↑↓ ")
+        for h in re.findall(r"<th[^>]*>(.*?)</th>", html, re.S)
+    ]
+    assert "High-stakes share of failures" in headers
+    assert "High-stakes" not in headers
