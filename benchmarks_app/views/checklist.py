@@ -307,11 +307,19 @@ def submit(request: HttpRequest) -> HttpResponse:
             )
             return redirect("checklist:submission-detail", pk=submission.pk)
     status = 400 if request.method == "POST" else 200
+    # A browser empties every file input of a page sent back with an error: name the files
+    # that were chosen, so the participant knows exactly what to choose again.
+    choose_again = [
+        (form.fields[name].label, upload.name)
+        for name in form.fields
+        if request.method == "POST" and (upload := request.FILES.get(name)) is not None
+    ]
     return render(
         request,
         "checklist/submit.html",
         {
             "form": form,
+            "choose_again": choose_again,
             "challenge": challenge,
             "team": team,
             "quota": quota,

@@ -107,3 +107,26 @@ def test_an_empty_paper_names_the_file_and_the_field(client: Client) -> None:
     problem = page[start : page.find("</ul>", start)]
     assert "paper.pdf" in problem and "Genuine paper (G)" in problem and "empty" in problem
     assert "The submitted file is empty." not in page
+
+
+def test_checklist_form_error_names_the_files_to_choose_again(client: Client) -> None:
+    # A without T is refused; the browser empties every file input, so the page names the
+    # files that were chosen (issue 26, item 14).
+    m = MembershipFactory()
+    client.force_login(m.user)
+    tex = b"\\documentclass{article}\\begin{document}Hello\\end{document}"
+    answer = client.post(
+        "/checklist/submit/",
+        {
+            "genuine": SimpleUploadedFile("my-genuine.tex", tex),
+            "adversarial": SimpleUploadedFile("my-adversarial.tex", tex),
+        },
+    )
+    assert answer.status_code == 400
+    page = html.unescape(answer.content.decode())
+    start = page.find('id="choose-again"')
+    assert start != -1
+    box = page[start : page.find("</div>", start)]
+    assert "Genuine paper (G): <code>my-genuine.tex</code>" in box
+    assert "Adversarial paper (A): <code>my-adversarial.tex</code>" in box
+    assert "Truth-adversarial" not in box
