@@ -128,9 +128,10 @@
           // The run ended: draw its results; a failed fetch is retried by the catch below.
           return refreshPage(true);
         }
-        var moved = s.progress_done !== lastDone;
-        lastDone = s.progress_done;
-        var due = moved && Date.now() - lastRefresh >= REFRESH_EVERY_MS;
+        // Progress drawn by the server moved: fetch it again, at most every few seconds
+        // (a move within that time is drawn by the next refresh).
+        var due = s.progress_done !== lastDone && Date.now() - lastRefresh >= REFRESH_EVERY_MS;
+        if (due) lastDone = s.progress_done;
         return (due ? refreshPage(false) : Promise.resolve(true)).then(function () {
           setTimeout(poll, delay);
         });
