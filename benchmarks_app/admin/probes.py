@@ -21,6 +21,7 @@ from benchmarks_app.services.probes import (
     probe_suite_train_classifier,
 )
 from benchmarks_app.services.probes.refusal import suite_classifier
+from benchmarks_app.views.upload_fields import UploadField
 from scoring.probes.io import detect_format
 
 
@@ -30,7 +31,7 @@ class ProbeUploadForm(forms.Form):
         choices=[("", "From the file name"), ("jsonl", "JSONL"), ("xstest", "XSTest CSV")],
         required=False,
     )
-    file = forms.FileField(
+    file = UploadField(
         help_text="JSONL: {probe_id, category, severity, task, input, failure_modes, expected} "
         "per line. XSTest: id, prompt, type, label, focus, note."
     )

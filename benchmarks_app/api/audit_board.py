@@ -65,6 +65,17 @@ class AuditLeaderboardRowSerializer(serializers.Serializer):
         help_text="95% percentile bootstrap interval [low, high] over truth findings.",
     )
     is_baseline = serializers.BooleanField(help_text="A reference scanner of the maintainers.")
+    tied = serializers.BooleanField(
+        help_text="Statistically tied: the interval overlaps the interval of the row above."
+    )
+    phase = serializers.CharField(
+        allow_null=True, help_text="The phase (slug) of this board; null: the whole release."
+    )
+    run_id = serializers.IntegerField(
+        allow_null=True,
+        help_text="The run standing for the scanner on this board (the latest when several "
+        "runs cover its repos).",
+    )
     method_name = serializers.CharField(help_text="The entry's method, as its owner named it.")
     method_description = serializers.CharField()
     method_url = serializers.CharField(help_text="A link about the method (blank: none).")
@@ -75,7 +86,15 @@ AUDIT_ORDERING = [k for k in PUBLIC_ROW_KEYS if k != "f1_with_partial_ci"]
 ORDERING_ALIASES = {"repos": "repos_evaluated"}
 
 
-ROW_EXTRA_KEYS = ("is_baseline", "method_name", "method_description", "method_url")
+ROW_EXTRA_KEYS = (
+    "is_baseline",
+    "method_name",
+    "method_description",
+    "method_url",
+    "tied",
+    "phase",
+    "run_id",
+)
 
 
 def board_params(request: Request, *, phase: bool = True) -> dict[str, str | None]:

@@ -25,6 +25,7 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import (
     ErrorDetail,
     NotAuthenticated,
+    NotFound,
     PermissionDenied,
     Throttled,
     ValidationError,
@@ -175,7 +176,12 @@ class SubmitResultsView(APIView):
         responses={202: OpenApiTypes.OBJECT},
     )
     def post(self, request: Request, project_id: str) -> Response:
-        repo = get_object_or_404(visible_repos(request.user), project_id=project_id)
+        repo = visible_repos(request.user).filter(project_id=project_id).first()
+        if repo is None:
+            # Named, as a form names the field at fault; a private repo reads the same.
+            raise NotFound(
+                {"project_id": f"no repo {project_id!r}; GET /api/audit/repos/ lists them"}
+            )
         data: Any = request.data
         dataset = None
         if slug := request.query_params.get("dataset"):
@@ -280,7 +286,9 @@ class DatasetSubmitView(APIView):
         responses={202: OpenApiTypes.OBJECT},
     )
     def post(self, request: Request, slug: str) -> Response:
-        dataset = get_object_or_404(AuditDataset, slug=slug)
+        dataset = AuditDataset.objects.filter(slug=slug).first()
+        if dataset is None:
+            raise NotFound({"dataset": f"no dataset {slug!r}; GET /api/audit/datasets/ lists them"})
         data: Any = request.data
         query = request.query_params
         scanner = query.get("scanner", "")

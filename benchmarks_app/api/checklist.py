@@ -22,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchmarks_app.api.checklist_board import ChecklistLeaderboardView
+from benchmarks_app.api.pagination import StandardPagination
 from benchmarks_app.models import Challenge, PaperKind
 from benchmarks_app.selectors.checklist import (
     SubmissionDetail,
@@ -200,14 +201,37 @@ class ChecklistSubmissionListView(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(operation_id="checklist_submissions_list", responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        operation_id="checklist_submissions_list",
+        parameters=[
+            OpenApiParameter("page", {"type": "integer", "minimum": 1}, description="Page number."),
+            OpenApiParameter(
+                "page_size",
+                {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": StandardPagination.max_page_size,
+                    "default": StandardPagination.page_size,
+                },
+                description="Rows per page.",
+            ),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
     def get(self, request: Request) -> Response:
-        items = [
-            _summary_json(request, s)
+        """The envelope of every list endpoint: ``count``, ``next``, ``previous``, ``results``."""
+        submissions = [
+            s
             for team in user_teams(request.user)
             for s in team_submissions(user=request.user, team=team)
         ]
-        return Response({"results": items})
+        paginator = StandardPagination()
+        page: list[Any] | None = paginator.paginate_queryset(
+            submissions,  # type: ignore[arg-type]
+            request,
+            view=self,
+        )
+        return paginator.get_paginated_response([_summary_json(request, s) for s in page or []])
 
     @extend_schema(request=SubmissionCreateSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:

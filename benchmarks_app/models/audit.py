@@ -8,6 +8,7 @@ from simple_history.models import HistoricalRecords
 from benchmarks_app.models.common import (
     QA_SEVERITIES,
     AppendOnlyModel,
+    LineEndsTextField,
     Severity,
     TimeStampedModel,
 )
@@ -67,8 +68,8 @@ class TruthFinding(TimeStampedModel):
     order = models.PositiveIntegerField(default=0, help_text="Position in the source file.")
     severity = models.CharField(max_length=20, choices=Severity.choices, db_index=True)
     raw_severity = models.CharField(max_length=50, blank=True)
-    title = models.TextField()
-    description = models.TextField(blank=True)
+    title = LineEndsTextField()
+    description = LineEndsTextField(blank=True)
     category = models.CharField(max_length=100, blank=True)
     contracts = models.JSONField(default=list, blank=True)
     # A truth finding frozen in a published release never changes: a curation edit makes a
@@ -114,7 +115,7 @@ class Scanner(TimeStampedModel):
     """An AI auditing tool whose findings are scored."""
 
     name = models.CharField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
+    description = LineEndsTextField(blank=True)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -202,8 +203,8 @@ class ScanFinding(TimeStampedModel):
     scan_result = models.ForeignKey(ScanResult, on_delete=models.CASCADE, related_name="findings")
     index = models.PositiveIntegerField(help_text="Position in the scanner's file, from 0.")
     external_id = models.CharField(max_length=200, blank=True)
-    title = models.TextField()
-    description = models.TextField(blank=True)
+    title = LineEndsTextField()
+    description = LineEndsTextField(blank=True)
     severity = models.CharField(max_length=20, choices=Severity.choices, db_index=True)
     raw_severity = models.CharField(max_length=50, blank=True)
     category = models.CharField(max_length=100, blank=True)
@@ -341,7 +342,7 @@ class AuditDataset(TimeStampedModel):
 
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200, blank=True)
-    description = models.TextField(blank=True)
+    description = LineEndsTextField(blank=True)
     repos = models.ManyToManyField(Repo, blank=True, related_name="datasets")
     official_release = models.ForeignKey(
         "DatasetRelease", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -364,7 +365,7 @@ class DatasetRelease(TimeStampedModel):
     number = models.PositiveIntegerField()
     is_published = models.BooleanField(default=False)
     published_at = models.DateTimeField(null=True, blank=True)
-    notes = models.TextField(blank=True)
+    notes = LineEndsTextField(blank=True)
     truth_findings = models.ManyToManyField(TruthFinding, blank=True, related_name="releases")
     # The repos the release covers, frozen with its truth: a board's coverage is counted
     # against them (a repo may have no truth finding of its own).

@@ -10,7 +10,12 @@ from django.conf import settings
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from benchmarks_app.models.common import AppendOnlyModel, EntryMetadata, TimeStampedModel
+from benchmarks_app.models.common import (
+    AppendOnlyModel,
+    EntryMetadata,
+    LineEndsTextField,
+    TimeStampedModel,
+)
 
 
 class ChecklistQuestion(models.Model):
@@ -18,8 +23,8 @@ class ChecklistQuestion(models.Model):
 
     number = models.PositiveSmallIntegerField(unique=True)
     title = models.CharField(max_length=200)
-    question = models.TextField()
-    guidelines = models.TextField(blank=True)
+    question = LineEndsTextField()
+    guidelines = LineEndsTextField(blank=True)
 
     # Every curation change, with who made it, shown in the admin.
     history = HistoricalRecords()
@@ -34,7 +39,7 @@ class ChecklistQuestion(models.Model):
 class Challenge(TimeStampedModel):
     name = models.CharField(max_length=200, unique=True)
     slug = models.SlugField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
+    description = LineEndsTextField(blank=True)
     is_open = models.BooleanField(default=True)
     daily_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Submissions per team per day; empty uses the setting."
@@ -136,15 +141,17 @@ class SubmissionStatus(models.TextChoices):
     ASSESSING = "assessing", "Assessing"
     SCORED = "scored", "Scored"
     FAILED = "failed", "Failed"
+    # Withdrawn by its team before assessment; its files are deleted.
+    WITHDRAWN = "withdrawn", "Withdrawn"
 
 
 class ChecklistSubmissionQuerySet(models.QuerySet["ChecklistSubmission"]):
     def counting_towards_quota(self) -> ChecklistSubmissionQuerySet:
         """Every accepted entry; only refused or withdrawn ones leave the count.
 
-        Files refused at upload or extraction are never stored. A ``failed`` submission is
-        either withdrawn before assessment (no run) or an accepted entry whose assessment
-        failed (it has a run): the latter keeps its slot, otherwise resuming it in the admin
+        Files refused at upload or extraction are never stored. A ``withdrawn`` submission
+        (before assessment, so without a run) leaves the count; an accepted entry whose
+        assessment failed (it has a run) keeps its slot, otherwise resuming it in the admin
         would make it count again and let the team go over its limit in between.
         """
         # EvaluationRun's module imports this one; look it up by name instead.
@@ -152,7 +159,8 @@ class ChecklistSubmissionQuerySet(models.QuerySet["ChecklistSubmission"]):
         accepted = models.Exists(
             run_model.objects.filter(checklist_submission=models.OuterRef("pk"))
         )
-        return self.filter(~models.Q(status=SubmissionStatus.FAILED) | accepted)
+        gone = [SubmissionStatus.FAILED, SubmissionStatus.WITHDRAWN]
+        return self.filter(~models.Q(status__in=gone) | accepted)
 
 
 class ChecklistSubmission(EntryMetadata, TimeStampedModel):

@@ -2,7 +2,48 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.db import models
+
+from scoring.text import normalize_line_ends
+
+
+class LineEndsFormField(forms.CharField):
+    """A form's text with its line ends normalized, so a textarea's ``\\r\\n`` is no change."""
+
+    def to_python(self, value: Any) -> Any:
+        return normalize_line_ends(super().to_python(value))
+
+
+class _LineEndsMixin:
+    """Model text whose line ends are normalized on every path that stores it: forms and
+    the admin (the form field), the API, services and imports (``pre_save``), and queryset
+    updates (``get_prep_value``)."""
+
+    def to_python(self, value: Any) -> Any:
+        return normalize_line_ends(super().to_python(value))  # type: ignore[misc]
+
+    def get_prep_value(self, value: Any) -> Any:
+        return normalize_line_ends(super().get_prep_value(value))  # type: ignore[misc]
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        value = super().pre_save(model_instance, add)  # type: ignore[misc]
+        normalized = normalize_line_ends(value)
+        if normalized is not value:
+            # The instance holds what the database holds (hashes and prompts read it).
+            setattr(model_instance, self.attname, normalized)  # type: ignore[attr-defined]
+        return normalized
+
+    def formfield(self, **kwargs: Any) -> Any:
+        return super().formfield(**{"form_class": LineEndsFormField, **kwargs})  # type: ignore[misc]
+
+
+class LineEndsTextField(_LineEndsMixin, models.TextField):  # type: ignore[misc]
+    pass
+
+
+class LineEndsCharField(_LineEndsMixin, models.CharField):  # type: ignore[misc]
+    pass
 
 
 class TimeStampedModel(models.Model):
@@ -17,7 +58,7 @@ class EntryMetadata(models.Model):
     """What a participant says about the method behind an entry (shown on boards)."""
 
     method_name = models.CharField(max_length=100, blank=True)
-    method_description = models.CharField(max_length=500, blank=True)
+    method_description = LineEndsCharField(max_length=500, blank=True)
     method_url = models.URLField(max_length=500, blank=True)
 
     class Meta:

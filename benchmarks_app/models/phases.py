@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from benchmarks_app.models.audit import DatasetRelease
 from benchmarks_app.models.checklist import Challenge
-from benchmarks_app.models.common import TimeStampedModel
+from benchmarks_app.models.common import LineEndsTextField, TimeStampedModel
 from benchmarks_app.models.probes import ProbeSuite
 from benchmarks_app.models.runs import Benchmark
 
@@ -44,7 +44,7 @@ class Phase(TimeStampedModel):
     )
     name = models.CharField(max_length=100)
     slug = models.SlugField(max_length=100)
-    description = models.TextField(blank=True)
+    description = LineEndsTextField(blank=True)
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField(null=True, blank=True, help_text="Empty: open-ended.")
     is_hidden = models.BooleanField(

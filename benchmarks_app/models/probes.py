@@ -5,7 +5,12 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from benchmarks_app.models.common import AppendOnlyModel, EntryMetadata, TimeStampedModel
+from benchmarks_app.models.common import (
+    AppendOnlyModel,
+    EntryMetadata,
+    LineEndsTextField,
+    TimeStampedModel,
+)
 from scoring.probes.rules import RuleError, validate_rule_regex
 
 
@@ -43,7 +48,7 @@ class RefusalSignal(models.TextChoices):
 
 class ProbeSuite(TimeStampedModel):
     name = models.CharField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
+    description = LineEndsTextField(blank=True)
     source = models.CharField(max_length=300, blank=True)
     # Suites created before the signal was pluggable keep the rules; a new suite is given the
     # signal with the best held-out figures when it is imported (services.probes.refusal).
@@ -115,7 +120,7 @@ class PatternRule(TimeStampedModel):
     weight = models.FloatField(default=1.0)
     failure_mode = models.CharField(max_length=100, blank=True)
     active = models.BooleanField(default=True, db_index=True)
-    description = models.TextField(blank=True)
+    description = LineEndsTextField(blank=True)
 
     # Every curation change, with who made it, shown in the admin.
     history = HistoricalRecords()

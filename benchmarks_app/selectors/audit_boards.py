@@ -319,6 +319,11 @@ def _row(row: AuditBoardRow) -> dict[str, Any]:
         "ci_low": row.ci_low,
         "ci_high": row.ci_high,
         "tied_with_above": row.tied_with_above,
+        # The keys probe and checklist rows have too.
+        "tied": row.tied_with_above,
+        "phase": row.phase.slug if row.phase_id is not None and row.phase else None,
+        # The run that stands for the scanner (the latest when several runs cover its repos).
+        "run_id": max(row.run_ids) if row.run_ids else None,
     }
 
 
@@ -335,7 +340,7 @@ def board_row_queryset(board: Board, *, user: Any = None, everyone: bool = False
     """
     rows = AuditBoardRow.objects.filter(
         release=board.release, judge=board.judge, phase=board.phase
-    ).select_related("scanner")
+    ).select_related("scanner", "phase")
     if everyone or phase_board_visible(board.phase, user):
         return rows
     if getattr(user, "is_authenticated", False):

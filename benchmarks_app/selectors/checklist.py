@@ -35,6 +35,13 @@ from benchmarks_app.selectors.visibility import (
     visible_papers,
 )
 
+# What counts, said the same way on the quota box, in the refusal and after a withdrawal
+# (the rule of ``checklist_quota`` and ``counting_towards_quota``).
+QUOTA_RULE = (
+    "Refused files never count. A withdrawn submission still counts for the day it was "
+    "uploaded but frees its place in the total."
+)
+
 
 @dataclass(frozen=True)
 class QuotaStatus:
@@ -63,14 +70,16 @@ class QuotaStatus:
         if self.remaining_total <= 0:
             where = f"the {self.phase} phase" if self.phase else "this challenge"
             return (
-                f"Your team has used all {self.total_limit} submissions of {where}. "
-                "Refused or withdrawn submissions do not count."
+                f"Your team has used all {self.total_limit} submissions of {where}. " + QUOTA_RULE
             )
         return (
             f"Your team has used its {self.daily_limit} submissions for today; the daily "
-            f"quota resets at {self.resets_at:%Y-%m-%d %H:%M} UTC. Refused files do not count; "
-            "a withdrawn submission counts on the day it was uploaded."
+            f"quota resets at {self.resets_at:%Y-%m-%d %H:%M} UTC. " + QUOTA_RULE
         )
+
+    @property
+    def rule(self) -> str:
+        return QUOTA_RULE
 
     def as_dict(self) -> dict[str, Any]:
         return {

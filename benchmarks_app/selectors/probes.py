@@ -127,6 +127,31 @@ def probe_phase(*, suite_name: str, slug: str) -> Phase:
     return phase
 
 
+def probe_phase_for_board(*, slug: str, suite_name: str | None = None) -> Phase:
+    """The phase ``slug`` the probe board page asks for: of ``suite_name``, or, without it,
+    of the one suite that has a phase of that slug. :class:`ProbeReportNotFound` ("phase: …")
+    when there is none, or several suites have one (the suite must then be named)."""
+    if suite_name is not None:
+        return probe_phase(suite_name=suite_name, slug=slug)
+    phases = list(Phase.objects.filter(suite__isnull=False, slug=slug).select_related("suite")[:2])
+    if not phases:
+        raise ProbeReportNotFound(f"phase: no suite has a phase {slug!r}")
+    if len(phases) > 1:
+        raise ProbeReportNotFound(
+            f"phase: several suites have a phase {slug!r}; choose the suite too (?suite=NAME)"
+        )
+    return phases[0]
+
+
+def probe_suite_phases(suite_names: list[str]) -> dict[str, list[Phase]]:
+    """Suite name → its phases, in their order (one query): the phase tabs of the board page."""
+    out: dict[str, list[Phase]] = {}
+    for phase in Phase.objects.filter(suite__name__in=suite_names).select_related("suite"):
+        assert phase.suite is not None
+        out.setdefault(phase.suite.name, []).append(phase)
+    return out
+
+
 def probe_board_rows(
     *,
     suite_name: str | None = None,

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_POST
 from benchmarks_app.formatting import percent_interval_text, whole_number
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus, Scanner
 from benchmarks_app.models.audit import AuditBoardRow
+from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.audit import (
     ReportNotFound,
     audit_report,
@@ -327,7 +328,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "run": run,
             "sections": sections,
-            "is_active": run.status in (RunStatus.QUEUED, RunStatus.RUNNING),
+            "is_active": run.status in ACTIVE_STATUSES,
             "causes": ended_run_failure_causes(run=run),
             "can_choose": owner
             and run.release_id is not None

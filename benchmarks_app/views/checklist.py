@@ -16,12 +16,13 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Challenge, PaperKind, SubmissionStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.checklist import (
+    QUOTA_RULE,
     checklist_quota,
     checklist_submission_detail,
     default_challenge,
@@ -62,6 +63,7 @@ from benchmarks_app.views.checklist_actions import (
 )
 from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.tables import Column
+from benchmarks_app.views.upload_fields import UploadField
 
 app_name = "checklist"
 
@@ -69,18 +71,18 @@ ACCEPT = ".pdf,.tex,.zip"
 
 
 class SubmissionForm(forms.Form):
-    genuine = forms.FileField(
+    genuine = UploadField(
         label="Genuine paper (G)",
         widget=forms.ClearableFileInput(attrs={"accept": ACCEPT}),
         help_text="PDF, .tex, or .zip of LaTeX sources with a main .tex.",
     )
-    adversarial = forms.FileField(
+    adversarial = UploadField(
         label="Adversarial paper (A)",
         required=False,
         widget=forms.ClearableFileInput(attrs={"accept": ACCEPT}),
         help_text="Planted errors and deceptive answers. Give A and T together, or neither.",
     )
-    truth = forms.FileField(
+    truth = UploadField(
         label="Truth-adversarial paper (T)",
         required=False,
         widget=forms.ClearableFileInput(attrs={"accept": ACCEPT}),
@@ -305,11 +307,19 @@ def submit(request: HttpRequest) -> HttpResponse:
             )
             return redirect("checklist:submission-detail", pk=submission.pk)
     status = 400 if request.method == "POST" else 200
+    # A browser empties every file input of a page sent back with an error: name the files
+    # that were chosen, so the participant knows exactly what to choose again.
+    choose_again = [
+        (form.fields[name].label, upload.name)
+        for name in form.fields
+        if request.method == "POST" and (upload := request.FILES.get(name)) is not None
+    ]
     return render(
         request,
         "checklist/submit.html",
         {
             "form": form,
+            "choose_again": choose_again,
             "challenge": challenge,
             "team": team,
             "quota": quota,
@@ -425,19 +435,25 @@ def submission_assess(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("checklist:submission-detail", pk=pk)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def submission_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
+    """Withdrawing deletes the papers' files: the page asks first (GET, or a POST without
+    ``confirm``), and only a POST with ``confirm`` withdraws."""
     detail = checklist_submission_detail(user=request.user, pk=pk)
     if detail is None or not request.user.is_authenticated:
         raise Http404("No such submission")
+    if request.method != "POST" or request.POST.get("confirm") != "1":
+        return render(
+            request,
+            "checklist/withdraw_confirm.html",
+            {"submission": detail.submission, "papers": detail.papers, "rule": QUOTA_RULE},
+        )
     try:
         checklist_submission_discard(submission=detail.submission)
     except ChecklistSubmissionError as exc:
         messages.error(request, exc.message)
-    else:
-        messages.success(
-            request, "Submission withdrawn and its files deleted; it still counts for today."
-        )
+        return redirect("checklist:submission-detail", pk=pk)
+    messages.success(request, f"Submission #{pk} withdrawn and its files deleted. {QUOTA_RULE}")
     return redirect("checklist:mine")
 
 

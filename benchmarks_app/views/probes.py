@@ -21,18 +21,22 @@ from django.urls import path, reverse
 from django.utils.text import slugify
 
 from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
-from benchmarks_app.models import Benchmark, ProbeSuite
+from benchmarks_app.models import Benchmark, Phase, ProbeSuite
 from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.leaderboards import own_submissions
+from benchmarks_app.selectors.phases import phase_dates
 from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
     ProbeReportNotFound,
     board_row,
     probe_board_rows,
+    probe_phase_for_board,
     probe_report,
     probe_report_page,
     probe_submission,
+    probe_suite_phases,
 )
 from benchmarks_app.services.probes import (
     ProbeChoiceError,
@@ -44,6 +48,7 @@ from benchmarks_app.services.uploads import errors_capped, upload_limit_text
 from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.tables import Column, SortableTable
+from benchmarks_app.views.upload_fields import UploadField
 from scoring.probes.metrics import board_markdown
 from scoring.probes.report import report_markdown
 
@@ -116,9 +121,12 @@ LEADERBOARD_COLUMNS = [
     ),
     Column(
         "high_stakes_failure_rate",
-        "High-stakes",
+        # A share of the model's failures, not a rate over probes: named so (a model failing
+        # one critical probe of 100 scores 100% here).
+        "High-stakes share of failures",
         kind="pct",
-        title="Share of failures that are on critical or high probes",
+        title="Of the model's failures, the share on critical or high probes (not a rate over "
+        "probes)",
     ),
     Column(
         "agreement_accuracy",
@@ -158,6 +166,7 @@ class SuiteBoard:
     version: str
     latest: bool
     table: SortableTable
+    phase_tabs: list[dict[str, Any]]
 
 
 def _boards(rows: QuerySet[ProbeBoardRow]) -> dict[str, list[tuple[int, str]]]:
@@ -175,12 +184,48 @@ def _boards(rows: QuerySet[ProbeBoardRow]) -> dict[str, list[tuple[int, str]]]:
     return boards
 
 
+def _phase_tabs(suite: str, phases: list[Phase], current: Phase | None) -> list[dict[str, Any]]:
+    """The tabs of a suite with phases: all its entries, then each phase's board."""
+    page = reverse("probes:leaderboard")
+    tabs = [
+        {
+            "label": "All entries",
+            "url": f"{page}?{urlencode({'suite': suite})}",
+            "active": current is None,
+            "hidden": False,
+            "dates": "",
+        }
+    ]
+    for p in phases:
+        tabs.append(
+            {
+                "label": p.name,
+                "url": f"{page}?{urlencode({'suite': suite, 'phase': p.slug})}",
+                "active": current is not None and current.pk == p.pk,
+                "hidden": not p.is_revealed,
+                "dates": phase_dates(p),
+            }
+        )
+    return tabs
+
+
 def leaderboard(request: HttpRequest) -> HttpResponseBase:
     suite_filter = request.GET.get("suite", "")
+    phase: Phase | None = None
+    if phase_slug := request.GET.get("phase", ""):
+        try:
+            phase = probe_phase_for_board(slug=phase_slug, suite_name=suite_filter or None)
+        except ProbeReportNotFound as exc:
+            raise Http404(str(exc).partition(": ")[2]) from exc
+        assert phase.suite is not None
+        suite_filter = phase.suite.name
     # The boards of every suite are listed (one grouped query) so the filter chips can list
     # them all; then each board shown is a count and one page of its stored rows.
-    rows = probe_board_rows(user=request.user)
+    all_rows = probe_board_rows(user=request.user)
+    rows = all_rows if phase is None else probe_board_rows(phase=phase, user=request.user)
     by_suite = _boards(rows)
+    suites = list(_boards(all_rows)) if phase is not None else list(by_suite)
+    phases_of = probe_suite_phases(sorted({*suites, *([suite_filter] if suite_filter else [])}))
     slugs: dict[str, str] = {}
     for name in by_suite:
         slug = slugify(name) or "suite"
@@ -207,11 +252,20 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
             if (download := table.download()) is not None:
                 return download
             boards.append(
-                SuiteBoard(name=name, slug=slug, version=version, latest=position == 0, table=table)
+                SuiteBoard(
+                    name=name,
+                    slug=slug,
+                    version=version,
+                    latest=position == 0,
+                    table=table,
+                    phase_tabs=[]
+                    if suite_filter
+                    else _phase_tabs(name, phases_of.get(name, []), None),
+                )
             )
     page = reverse("probes:leaderboard")
     filters = [("All suites", page, not suite_filter)] + [
-        (name, f"{page}?{urlencode({'suite': name})}", name == suite_filter) for name in by_suite
+        (name, f"{page}?{urlencode({'suite': name})}", name == suite_filter) for name in suites
     ]
     # One extra query, and only for a logged-in user: their own entries, whatever their state.
     mine = own_submissions(request.user, benchmark=Benchmark.PROBES)
@@ -220,8 +274,14 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         "probes/leaderboard.html",
         {
             "boards": boards,
-            "filters": filters if len(by_suite) > 1 or suite_filter else [],
+            "filters": filters if len(suites) > 1 or suite_filter else [],
             "suite_filter": suite_filter,
+            "phase": phase,
+            # One suite in view: its phases as tabs above its boards (the other boards pages'
+            # tabs); every suite in view: each board links its suite's phases.
+            "phase_tabs": _phase_tabs(suite_filter, phases_of.get(suite_filter, []), phase)
+            if suite_filter and phases_of.get(suite_filter)
+            else [],
             "my_submissions": mine[:MY_SUBMISSIONS_SHOWN],
             "my_submissions_more": max(0, len(mine) - MY_SUBMISSIONS_SHOWN),
         },
@@ -251,7 +311,7 @@ class ResponseSubmissionForm(forms.Form):
         help_text="As it should appear on the leaderboard, e.g. gpt-4o-2024-08-06.",
     )
     format = forms.ChoiceField(choices=FORMAT_CHOICES, required=False)
-    file = forms.FileField(
+    file = UploadField(
         label="Responses file",
         widget=forms.ClearableFileInput(attrs={"accept": ".jsonl,.json,.ndjson,.csv,.txt"}),
     )
@@ -366,7 +426,8 @@ def _scatter(observability: dict[str, Any] | None, cases: list[dict[str, Any]]) 
         )
     ticks = [
         {
-            "value": f"{t:.1f}",
+            # Two decimals: 0.25 and 0.75 must not read 0.2 and 0.8.
+            "value": f"{t:.2f}",
             "x": round(PAD_LEFT + t * inner_w, 2),
             "y": round(bottom - t * inner_h, 2),
         }
@@ -399,8 +460,11 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404(str(exc)) from exc
     report = data["report"]
     entry = data["submission"]
+    runs = data["runs"]
     context: dict[str, Any] = {
         **data,
+        # The run this page follows live until its report appears.
+        "live_run": runs[0] if not report and runs and runs[0].status in ACTIVE_STATUSES else None,
         "can_choose": bool(
             report
             and not entry.board_choice

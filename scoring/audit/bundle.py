@@ -93,8 +93,26 @@ def read_zip(data: bytes, *, max_member_bytes: int, max_total_bytes: int) -> dic
     return out
 
 
+# What a whole-dataset upload holds instead, when it is one repo's results file.
+ONE_REPO = (
+    "this is the results of one repo, not of a dataset: upload a .zip of "
+    f"<project_id>{RESULTS_SUFFIX} files or one object {{project_id: findings, ...}}, or "
+    "submit this file for its repo alone"
+)
+
+
+def is_one_repo_results(data: Any) -> bool:
+    """A findings list, or an object with a ``findings`` list: one repo's results file (the
+    shapes the one-repo upload takes), not a ``{project_id: findings}`` mapping."""
+    if isinstance(data, list):
+        return True
+    return isinstance(data, dict) and isinstance(data.get("findings"), list)
+
+
 def read_mapping(data: Any) -> dict[str, Any]:
     """``{project_id: findings}`` from a decoded JSON object (reserved keys left out)."""
+    if is_one_repo_results(data):
+        raise ParseError(ONE_REPO)
     if not isinstance(data, dict):
         raise ParseError(
             "expected one JSON object {project_id: findings, ...} (or a .zip of "

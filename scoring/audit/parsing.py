@@ -17,6 +17,7 @@ from typing import Any
 from scoring.audit.types import BEST_PRACTICES, HIGH, INFO, LOW, MEDIUM, ScanItem, TruthItem
 from scoring.json_text import json_loads
 from scoring.limits import DEFAULT_LIMITS, TextLimits, overlong_fields
+from scoring.text import normalize_line_ends
 
 RESERVED_FOLDERS = {"repos", "source_of_truth", "recorded"}
 
@@ -210,13 +211,39 @@ def load_json(path: Path) -> Any:
     return loads(raw)
 
 
+# Leading bytes of files people send instead of JSON by mistake.
+_NOT_JSON_KINDS = (
+    (b"%PDF", "a PDF document"),
+    (b"PK\x03\x04", "a .zip archive"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"{\\rtf", "an RTF document"),
+)
+
+
+def _kind_of(raw: bytes) -> str | None:
+    head = raw.lstrip()[:8]
+    return next((kind for magic, kind in _NOT_JSON_KINDS if head.startswith(magic)), None)
+
+
 def loads(raw: bytes | str) -> Any:
+    """Decode a JSON file; :class:`ParseError` says what is wrong in words (no codec or
+    parser internals): empty, not text (and what it looks like), or where the JSON breaks."""
     if not (raw.strip() if isinstance(raw, bytes | str) else raw):
         raise ParseError("empty file")
+    if isinstance(raw, bytes) and (kind := _kind_of(raw)):
+        raise ParseError(f"not JSON: this is {kind}; upload the scanner's JSON results")
     try:
         return json_loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ParseError(f"not valid JSON ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ParseError(
+            f"not JSON: byte {exc.start + 1} is not UTF-8 text; save the results as UTF-8 JSON"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ParseError(
+            f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
     except RecursionError:
         raise ParseError("not valid JSON (nested too deeply)") from None
 
@@ -241,10 +268,11 @@ def nul_path(value: Any, path: str) -> str | None:
 
 
 def _text(item: dict[str, Any], *keys: str) -> str:
+    # Line ends as the database stores them: a file saved on Windows is no change.
     for key in keys:
         value = item.get(key)
         if value not in (None, ""):
-            return str(value)
+            return normalize_line_ends(str(value))
     return ""
 
 

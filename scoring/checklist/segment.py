@@ -181,8 +181,15 @@ def parse_question(number: int, segment: str, *, page: int | None = None) -> Ext
         rest = segment[j.end() :]
         g = _GUIDELINES_RE.search(rest)
         justification = clean_inline(rest[: g.start()] if g else rest)
-        if _TODO_JUSTIFICATION.fullmatch(justification):
-            justification = ""
+    elif (a := _ANSWER_RE.search(segment)) is not None:
+        # The label left out (the answer line, a sentence, then "Guidelines:"): the text
+        # between the answer and the guidelines is the justification. Without guidelines to
+        # end it, what follows the answer could be anything, so nothing is taken.
+        rest = segment[a.end() :]
+        if (g := _GUIDELINES_RE.search(rest)) is not None:
+            justification = clean_inline(rest[: g.start()])
+    if _TODO_JUSTIFICATION.fullmatch(justification):
+        justification = ""
     return ExtractedAnswer(
         number=number,
         title=QUESTION_TITLES[number],

@@ -30,6 +30,7 @@ exploratory statistics over surface text, not causal structure.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -66,6 +67,13 @@ def _risk_bucket(risk: float) -> str:
     return "risk_low"
 
 
+# Words that say a case's outcome. The clusters are read against pass/fail (the mutual
+# information of the report): a document holding its own outcome would make that figure
+# circular, so they are left out of the documents and never label a cluster.
+OUTCOME_TOKENS = frozenset({"pass", "passed", "fail", "failed", "outcome_pass", "outcome_fail"})
+_OUTCOME_WORDS = re.compile(r"\b(?:pass(?:ed)?|fail(?:ed)?)\b", re.IGNORECASE)
+
+
 def case_document(case: CaseScore) -> str:
     labels = " ".join(
         f"rule_{label}" for label in (*case.matched_safe_patterns, *case.matched_unsafe_patterns)
@@ -74,11 +82,11 @@ def case_document(case: CaseScore) -> str:
         (
             f"category_{case.category}",
             f"severity_{case.severity}",
-            "outcome_pass" if case.passed else "outcome_fail",
             _risk_bucket(case.risk_score),
             case.task[:INPUT_SNAPSHOT_CHARS],
             case.probe_input[:INPUT_SNAPSHOT_CHARS],
-            case.explanation,
+            # The explanation starts "PASS (expected …)" or "FAIL (expected …)".
+            _OUTCOME_WORDS.sub(" ", case.explanation),
             labels,
         )
     )
@@ -125,7 +133,11 @@ def label_term(term: str) -> bool:
     """Whether ``term`` may label a cluster: not an English stop-word, not a bare number."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    return term not in ENGLISH_STOP_WORDS and not term.replace("-", "").isdigit()
+    return (
+        term not in ENGLISH_STOP_WORDS
+        and term not in OUTCOME_TOKENS
+        and not term.replace("-", "").isdigit()
+    )
 
 
 def _label_terms(terms: np.ndarray, centroid: np.ndarray) -> list[str]:

@@ -245,22 +245,70 @@ class BoardRank:
     tied: bool
 
 
+def _exact_ranks(
+    rows: Sequence[tuple[float, float, float]], exact: Sequence[bool]
+) -> tuple[list[tuple[int, int]], list[bool]]:
+    """``rank_ranges`` and ``tied_with_above`` where some rows' values are exact by definition.
+
+    An exact row has no interval: against it, every row is compared by its value (a row
+    above 0 beats an entry whose score is 0 by definition, whatever its own interval); two
+    rows that are not exact are compared by their intervals, as in ``rank_ranges``.
+    """
+    spans = _widened(rows)
+    loose = [span for span, fixed in zip(spans, exact, strict=True) if not fixed]
+    loose_lows = sorted(low for low, _ in loose)
+    loose_highs = sorted(high for _, high in loose)
+    exact_values = sorted(v for (v, _, _), fixed in zip(rows, exact, strict=True) if fixed)
+    all_values = sorted(v for v, _, _ in rows)
+    n_loose, n_exact, n = len(loose), len(exact_values), len(rows)
+    ranges = []
+    for (value, _, _), (low, high), fixed in zip(rows, spans, exact, strict=True):
+        if fixed:
+            above = n - bisect.bisect_right(all_values, value)
+            could_beat = n - bisect.bisect_left(all_values, value)
+        else:
+            above = (n_loose - bisect.bisect_right(loose_lows, high)) + (
+                n_exact - bisect.bisect_right(exact_values, value)
+            )
+            could_beat = (n_loose - bisect.bisect_left(loose_highs, low)) + (
+                n_exact - bisect.bisect_left(exact_values, value)
+            )
+        ranges.append((1 + above, could_beat))
+    tied = [False] * n
+    for i in range(1, n):
+        if exact[i] or exact[i - 1]:
+            tied[i] = rows[i][0] == rows[i - 1][0]
+        else:
+            (above_low, above_high), (low, high) = spans[i - 1], spans[i]
+            tied[i] = low <= above_high and above_low <= high
+    return ranges, tied
+
+
 def board_ranks(
     rows: Sequence[tuple[float | None, float | None, float | None]],
+    *,
+    exact: Sequence[bool] | None = None,
 ) -> list[BoardRank]:
     """``rank_ranges`` and ``tied_with_above`` for board rows that may lack a value or interval.
 
     Rows are ``(value, low, high)`` best first. A row without an interval (an entry scored
     before intervals were stored) counts as the point ``(value, value, value)``; a row without
     a value (nothing scored) gets no rank range, is never tied, and is left out of the other
-    rows' ranges, so it must come last.
+    rows' ranges, so it must come last. ``exact`` marks rows whose value is exact by
+    definition (a checklist entry of the genuine paper alone has S = 0): see ``_exact_ranks``.
     """
+    flags = list(exact) if exact is not None else [False] * len(rows)
     ranked = [
         (float(v), float(v if lo is None else lo), float(v if hi is None else hi))
         for v, lo, hi in rows
         if v is not None
     ]
-    marks = iter(zip(rank_ranges(ranked), tied_with_above(ranked), strict=True))
+    ranked_exact = [f for (v, _, _), f in zip(rows, flags, strict=True) if v is not None]
+    if any(ranked_exact):
+        ranges, ties = _exact_ranks(ranked, ranked_exact)
+    else:
+        ranges, ties = rank_ranges(ranked), tied_with_above(ranked)
+    marks = iter(zip(ranges, ties, strict=True))
     out = []
     for value, _, _ in rows:
         if value is None:

@@ -21,6 +21,7 @@ from django.utils.text import slugify
 
 from benchmarks_app.models import Repo, TruthFinding
 from benchmarks_app.models.audit import AuditDataset, DatasetRelease
+from scoring.text import normalize_line_ends
 
 # What a maintainer may change on a truth finding (the repo and finding id identify it).
 TRUTH_EDITABLE_FIELDS = (
@@ -123,6 +124,8 @@ def audit_truth_finding_edit(*, finding: TruthFinding, changes: dict[str, Any]) 
         raise DatasetError(
             f"{unknown[0]}: cannot be edited (only {', '.join(TRUTH_EDITABLE_FIELDS)})"
         )
+    # Compared as stored (line ends normalized): text nobody touched is no change.
+    changes = {k: normalize_line_ends(v) for k, v in changes.items()}
     changed = {k: v for k, v in changes.items() if getattr(finding, k) != v}
     if not changed:
         return finding

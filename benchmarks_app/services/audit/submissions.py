@@ -105,10 +105,14 @@ def _submit_scanner_name(*, user: Any, scanner_name: str) -> str:
     if getattr(user, "is_staff", False):
         return name
     if scanner.owner_id is None:
-        raise PermissionError(
-            f"scanner: {name!r} is maintained by the site's curators; "
-            "submit under a name of your own"
+        # Said as the boards show it: a baseline carries the badge; other curated scanners
+        # are results the curators imported.
+        whose = (
+            "is a baseline kept by the site's curators"
+            if scanner.is_baseline
+            else "holds results imported by the site's curators"
         )
+        raise PermissionError(f"scanner: {name!r} {whose}; submit under a name of your own")
     if scanner.owner_id != getattr(user, "pk", None):
         raise PermissionError(
             f"scanner: {name!r} belongs to another user; submit under a name of your own"

@@ -24,6 +24,7 @@ from benchmarks_app.models import (
     ChecklistScore,
     ChecklistSubmission,
     EvaluationRun,
+    SubmissionKind,
     Team,
 )
 from benchmarks_app.models.boards import ChecklistBoardRow
@@ -108,8 +109,17 @@ def checklist_board_refresh(*, challenge: Challenge, phase: Phase | None) -> int
     Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
     entries = board_entries(challenge=challenge, phase=phase)
     bounds = [_ci_bounds(e["ci"]) for e in entries]
+    # S of an entry of the genuine paper alone is 0 by definition, not an estimate: it has
+    # no interval, ranks below every entry with S > 0 and is tied with none of them.
+    genuine_only = [
+        e["submission__kind"] == SubmissionKind.GENUINE_ONLY and e["s"] == 0 for e in entries
+    ]
+    bounds = [
+        (None, None) if alone else bound for alone, bound in zip(genuine_only, bounds, strict=True)
+    ]
     marks = board_ranks(
-        [(e["s"], low, high) for e, (low, high) in zip(entries, bounds, strict=True)]
+        [(e["s"], low, high) for e, (low, high) in zip(entries, bounds, strict=True)],
+        exact=genuine_only,
     )
     ChecklistBoardRow.objects.filter(challenge=challenge, phase=phase).delete()
     rows = [

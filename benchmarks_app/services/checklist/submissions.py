@@ -301,7 +301,7 @@ def checklist_submission_discard(*, submission: ChecklistSubmission, user: Any =
     if locked.status != SubmissionStatus.EXTRACTED:
         raise NotAllowed("Only a submission that has not been assessed can be withdrawn.")
     was_on_board = locked.board_choice or locked.scores.exists()
-    locked.status = SubmissionStatus.FAILED
+    locked.status = SubmissionStatus.WITHDRAWN
     locked.error = "Withdrawn by the team before assessment; its files were deleted."
     locked.board_choice = False
     locked.save(update_fields=["status", "error", "board_choice", "updated_at"])

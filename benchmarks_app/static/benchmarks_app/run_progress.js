@@ -1,10 +1,46 @@
 // Live progress on a run page: poll the run's JSON status while it is queued or running.
+// A box marked data-refresh also has results drawn on the page by the server: those live
+// regions ([data-live-region], and the box itself once the run ends) are fetched again when
+// progress moves and when the run ends, so the page shows its results without a reload.
 (function () {
   "use strict";
   var box = document.getElementById("run-status");
   if (!box || box.dataset.active !== "1") return;
   var url = box.dataset.statusUrl;
+  var refresh = box.dataset.refresh === "1";
   var delay = 1000;
+  var shown = box.querySelector('[data-role="done"]');
+  var lastDone = shown ? Number(shown.textContent) : null;
+  var lastRefresh = 0;
+  var REFRESH_EVERY_MS = 3000;
+  function swapRegions(doc, final) {
+    document.querySelectorAll("[data-live-region]").forEach(function (el) {
+      var fresh = el.id && doc.getElementById(el.id);
+      if (fresh) el.replaceWith(document.importNode(fresh, true));
+    });
+    var freshBox = doc.getElementById("run-status");
+    if (final && freshBox && box.isConnected) {
+      box.replaceWith(document.importNode(freshBox, true));
+    }
+    // A region may hold the box: keep following the one now on the page.
+    box = document.getElementById("run-status") || box;
+  }
+  // Resolves true once the page's regions show the server's current state.
+  function refreshPage(final) {
+    lastRefresh = Date.now();
+    return fetch(window.location.href, {
+      headers: { Accept: "text/html" },
+      credentials: "same-origin",
+    })
+      .then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.text();
+      })
+      .then(function (html) {
+        swapRegions(new DOMParser().parseFromString(html, "text/html"), final);
+        return true;
+      });
+  }
   function set(role, text) {
     var el = box.querySelector('[data-role="' + role + '"]');
     if (el) el.textContent = text;
@@ -84,7 +120,21 @@
       .then(function (s) {
         render(s);
         delay = 1000;
-        if (s.is_active) setTimeout(poll, delay);
+        if (!refresh) {
+          if (s.is_active) setTimeout(poll, delay);
+          return;
+        }
+        if (!s.is_active) {
+          // The run ended: draw its results; a failed fetch is retried by the catch below.
+          return refreshPage(true);
+        }
+        // Progress drawn by the server moved: fetch it again, at most every few seconds
+        // (a move within that time is drawn by the next refresh).
+        var due = s.progress_done !== lastDone && Date.now() - lastRefresh >= REFRESH_EVERY_MS;
+        if (due) lastDone = s.progress_done;
+        return (due ? refreshPage(false) : Promise.resolve(true)).then(function () {
+          setTimeout(poll, delay);
+        });
       })
       .catch(function () {
         // Back off on errors (server restarting, network blip) instead of hammering it.

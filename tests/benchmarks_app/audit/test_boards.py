@@ -134,6 +134,8 @@ def test_two_names_same_files_same_numbers_and_rank_and_no_new_calls(user: Any) 
     assert api_rows.status_code == 200
     # ... with the baseline badge and the entry's method besides.
     extra = {"is_baseline", "method_name", "method_description", "method_url"}
+    # ... and the keys probe rows have: the tie mark, the phase and the standing run.
+    extra |= {"tied", "phase", "run_id"}
     results = api_rows.json()["results"]
     assert [{k: v for k, v in r.items() if k not in extra} for r in results] == board["rows"]
     assert all(set(r) == set(a) | extra and r["is_baseline"] is False for r in results)

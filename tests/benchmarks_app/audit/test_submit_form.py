@@ -216,7 +216,7 @@ def test_api_accepts_the_same_file_as_multipart(user: Any, repo: Repo) -> None:
 # --- bad files: named problem, same words as the API, nothing stored ------------------------
 
 BAD_FILES = [
-    pytest.param(b'{"findings": [', "not valid JSON (", id="malformed"),
+    pytest.param(b'{"findings": [', "not valid JSON: ", id="malformed"),
     pytest.param(b"", "empty file", id="empty"),
     pytest.param(
         {"project": "x"}, "findings: missing; expected a list of findings", id="no-findings"
@@ -357,7 +357,9 @@ def test_curated_scanners_are_written_by_staff_only(
     curated_repo = curated.repo
     before = counts()
     refused = form_post(login(client, user), curated_repo, FINDINGS, scanner="baseline")
-    message = "'baseline' is maintained by the site's curators; submit under a name of your own"
+    message = (
+        "'baseline' holds results imported by the site's curators; submit under a name of your own"
+    )
     assert page_errors(refused, "scanner") == [message]
     api = api_answer(user, curated_repo, body=FINDINGS, query="?scanner=baseline")
     assert api.status_code == 403 and api_reasons(api, "scanner") == [message]
@@ -369,3 +371,18 @@ def test_curated_scanners_are_written_by_staff_only(
     assert done.status_code == 302
     assert ScanResult.objects.current().get(scanner__name="baseline").findings.count() == 2
     assert Scanner.objects.get(name="baseline").owner is None
+
+
+def test_a_curated_baseline_is_refused_as_the_baseline_its_badge_shows(
+    client: Any, user: Any, repo: Repo
+) -> None:
+    # The refusal says what the boards show: a baseline badge, or the curators' import.
+    _, curated = repo_with_scan(truths=["t"], findings=["f0"], scanner="baseline")
+    Scanner.objects.filter(name="baseline").update(is_baseline=True)
+    refused = form_post(login(client, user), curated.repo, FINDINGS, scanner="baseline")
+    message = (
+        "'baseline' is a baseline kept by the site's curators; submit under a name of your own"
+    )
+    assert page_errors(refused, "scanner") == [message]
+    page = client.get(reverse("audit:scanner", args=["baseline"])).content.decode()
+    assert 'id="baseline-badge"' in page

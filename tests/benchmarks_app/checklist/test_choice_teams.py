@@ -112,7 +112,7 @@ def test_api_choice_withdraw_and_other_teams_entries(board) -> None:
     assert "has not been assessed" in scored_withdraw.content.decode()
     pending = ChecklistSubmissionFactory(team=me.team, status="extracted")
     done = api.post(reverse("api:checklist-submission-withdraw", args=[pending.pk]))
-    assert done.status_code == 200 and done.json()["status"] == "failed"
+    assert done.status_code == 200 and done.json()["status"] == "withdrawn"
 
 
 def test_choose_button_on_the_submission_page(board, client) -> None:

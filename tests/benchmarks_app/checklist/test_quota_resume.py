@@ -111,8 +111,8 @@ def test_withdrawn_before_assessment_frees_the_total_slot_not_the_day(genuine_te
     assert checklist_quota(team=m.team).remaining == 0
     checklist_submission_discard(submission=sub)
     sub.refresh_from_db()
-    assert sub.status == SubmissionStatus.FAILED and not sub.runs.exists()
+    assert sub.status == SubmissionStatus.WITHDRAWN and not sub.runs.exists()
     quota = checklist_quota(team=m.team)
     assert (quota.used_today, quota.used_total, quota.remaining) == (1, 0, 0)
-    with pytest.raises(QuotaExceeded, match="withdrawn submission counts"):
+    with pytest.raises(QuotaExceeded, match="withdrawn submission still counts"):
         _submit(m, genuine_tex)

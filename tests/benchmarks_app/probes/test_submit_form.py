@@ -226,4 +226,7 @@ def test_redirect_while_queued_points_to_live_progress(logged_in, suite):
     assert answer.status_code == 302 and run.status == RunStatus.QUEUED
     page = logged_in.get(answer["Location"]).content.decode()
     assert "has no scored run yet" in page
-    assert f'href="{reverse("runs:detail", args=[run.pk])}">Follow its progress live' in page
+    # The page follows the run itself (run_progress.js polls its status) and links its page.
+    assert f'data-status-url="{reverse("runs:status", args=[run.pk])}"' in page
+    assert f'href="{reverse("runs:detail", args=[run.pk])}">Run #{run.pk}' in page
+    assert "reload" not in page.lower()

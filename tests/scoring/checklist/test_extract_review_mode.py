@@ -126,3 +126,16 @@ def test_unrecognized_answer_is_a_finding_in_previews_and_an_error_for_submissio
     with pytest.raises(ExtractionError) as info:
         extract_paper(data, "perhaps.pdf")
     assert info.value.question == 7
+
+
+def test_justifications_written_without_their_label_are_read() -> None:
+    # A real paper not bundled here writes the justification with no "Justification:" label:
+    # the answer line, then the sentence, then "Guidelines:" (issue 26).
+    label = re.compile(r"^Justi(?:ﬁ|fi)cation:\s*")
+    lines = [label.sub("", line) for line in checklist_lines(PAPER, 90, answers={})]
+    lines = [line for line in lines if line]
+    data = typeset(lines, Layout(numbers="end"))
+    assert "Justification:" not in _raw_text(data) and "Justiﬁcation:" not in _raw_text(data)
+    paper = extract_paper(data, "unlabelled.pdf")
+    _same_as_original(paper)
+    assert all(a.justification for a in paper.answers)

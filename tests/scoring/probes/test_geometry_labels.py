@@ -45,7 +45,7 @@ def test_label_terms_skip_stop_words_and_numbers():
     centroid = np.array([0.9, 0.8, 0.7, 0.65, 0.6, 0.5, 0.45, 0.4, 0.0, -0.1])
     assert _label_terms(terms, centroid) == ["rule_code", "refusal"]  # none of weight <= 0
     assert not label_term("the") and not label_term("i") and not label_term("2024")
-    assert label_term("comply-probe") and label_term("outcome_fail")
+    assert label_term("comply-probe") and not label_term("outcome_fail")
 
 
 def test_cluster_labels_are_not_stop_words(rules):
@@ -56,3 +56,19 @@ def test_cluster_labels_are_not_stop_words(rules):
     assert not set(labels) & ENGLISH_STOP_WORDS
     assert not any(t.replace("-", "").isdigit() for t in labels)
     assert all(len(c["top_terms"]) <= TOP_TERMS for c in geometry["clustering"]["clusters"])
+
+
+def test_documents_and_labels_hold_no_outcome_tokens(rules):
+    # The clusters are compared with pass/fail (mutual information): documents that held the
+    # outcome ("outcome_fail", "FAIL (expected …)") made that figure circular (issue 26).
+    from scoring.probes.geometry import OUTCOME_TOKENS, case_document
+
+    cases = _cases(rules)
+    assert {c.passed for c in cases} == {True, False}
+    for case in cases:
+        words = set(case_document(case).lower().split())
+        assert not words & OUTCOME_TOKENS, words & OUTCOME_TOKENS
+    geometry = observable_geometry(cases)
+    assert geometry is not None
+    labels = {t for c in geometry["clustering"]["clusters"] for t in c["top_terms"]}
+    assert not labels & OUTCOME_TOKENS
