@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from django.utils import timezone
 
@@ -37,6 +38,23 @@ def mark_cluster_process() -> None:
     _state["cluster"] = True
 
 
+def _store(broker: Any, payload: str) -> None:
+    """Keep the canary where ``get_stat`` finds it, but out of the list of cluster stats.
+
+    django-q2's cache-backed stats (the ORM broker's) list every key written with
+    ``set_stat`` under ``Q_STAT``, and ``Stat.get_all`` returns them all as clusters: the
+    canary would pass for a live cluster (``run_wait`` would then wait for a worker that is
+    not there) and break ``qinfo``/``qmonitor``. Such brokers get it through their cache,
+    which ``get_stat`` reads; brokers with their own stats store (Redis) keep it there.
+    """
+    from django_q.brokers import Broker
+
+    if type(broker).set_stat is Broker.set_stat and getattr(broker, "cache", None) is not None:
+        broker.cache.set(canary_key(), payload, CANARY_TTL_S)
+    else:
+        broker.set_stat(canary_key(), payload, CANARY_TTL_S)
+
+
 def queue_canary_write(*, force: bool = False) -> None:
     """Sign the canary with this process's key (never from a cluster); errors are logged."""
     from django_q.brokers import get_broker
@@ -49,7 +67,7 @@ def queue_canary_write(*, force: bool = False) -> None:
         return
     try:
         payload = SignedPackage.dumps({"canary": True, "at": timezone.now().isoformat()})
-        get_broker().set_stat(canary_key(), payload, CANARY_TTL_S)
+        _store(get_broker(), payload)
         _state["written_at"] = now
     except Exception:  # the queue itself reports a broker that is down
         logger.warning("could not write the queue's signing canary", exc_info=True)

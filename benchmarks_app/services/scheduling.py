@@ -132,7 +132,12 @@ def live_clusters() -> list[Any]:
     from django_q.status import Stat
 
     try:
-        return [stat for stat in Stat.get_all() if getattr(stat, "status", "") != "Stopped"]
+        return [
+            stat
+            for stat in Stat.get_all()
+            # Only clusters' own stats: anything else a broker lists there is not a worker.
+            if getattr(stat, "cluster_id", None) and getattr(stat, "status", "") != "Stopped"
+        ]
     except Exception:  # a broker without stats: nobody known to be there
         logger.debug("no cluster stats", exc_info=True)
         return []

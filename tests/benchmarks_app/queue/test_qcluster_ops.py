@@ -67,6 +67,22 @@ def test_the_canary_verifies_with_the_sites_key_and_not_with_another(
 
 
 @pytest.mark.django_db
+def test_the_canary_is_not_taken_for_a_live_cluster(canary: None) -> None:
+    """With no cluster running, nothing in the broker's stats passes for one: ``run_wait``
+    must process the run itself instead of waiting for a worker that is not there, and
+    django-q2's ``qinfo`` reads only clusters."""
+    from django_q.status import Stat
+
+    from benchmarks_app.services.scheduling import live_clusters
+
+    assert queue_canary.queue_canary_problem() is None  # the canary is there...
+    assert live_clusters() == []  # ...and is no cluster
+    assert all(hasattr(stat, "cluster_id") for stat in Stat.get_all())
+    out = io.StringIO()
+    call_command("qinfo", stdout=out)
+
+
+@pytest.mark.django_db
 def test_qcluster_with_another_key_refuses_to_start_in_one_line(
     canary: None, other_key: Any
 ) -> None:
