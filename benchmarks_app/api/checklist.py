@@ -172,7 +172,7 @@ def _detail_json(request: Request, detail: SubmissionDetail) -> dict[str, Any]:
                 "answers": [
                     {
                         "number": a.question.number,
-                        "title": a.question.title,
+                        "title": a.question.printed_title,
                         "answer": a.answer,
                         "raw_answer": a.raw_answer,
                         "justification": a.justification,

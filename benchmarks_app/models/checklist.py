@@ -16,6 +16,7 @@ from benchmarks_app.models.common import (
     LineEndsTextField,
     TimeStampedModel,
 )
+from scoring.checklist.questions import QUESTION_TITLES
 
 
 class ChecklistQuestion(models.Model):
@@ -34,6 +35,13 @@ class ChecklistQuestion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.number}. {self.title}"
+
+    @property
+    def printed_title(self) -> str:
+        """The question's name as the NeurIPS checklist prints it in papers: what pages, the
+        API and the commands show (the extraction messages name it so too). ``title``, the
+        checklist assistant's short name, stays what the judge is asked about."""
+        return QUESTION_TITLES.get(self.number, self.title)
 
 
 class Challenge(TimeStampedModel):

@@ -93,7 +93,7 @@ def run_report(run: EvaluationRun) -> dict[str, Any]:
             {
                 "paper": a.paper.kind,
                 "number": a.question.number,
-                "title": a.question.title,
+                "title": a.question.printed_title,
                 "answer": a.answer,
                 "verdict": _verdict(decided.get(a.pk)),
                 "feedback": decided[a.pk].feedback if a.pk in decided else "",

@@ -216,3 +216,28 @@ def test_import_assessed_csv_command(tmp_path, django_capture_on_commit_callback
     assert score.r == pytest.approx(1 / 3)
     assert score.s == pytest.approx(0.8 * (2 / 3))
     assert "S=0.53" in out.getvalue()
+
+
+def test_questions_have_one_name_on_pages_api_and_commands(
+    django_capture_on_commit_callbacks,
+) -> None:
+    """The checklist's printed names everywhere a question is shown (the judge is still asked
+    with the assistant's short titles, so its prompts and cache keys do not change)."""
+    from scoring.checklist.questions import QUESTION_TITLES
+
+    m = MembershipFactory()
+    client = APIClient()
+    client.force_login(m.user)
+    client.post(reverse("checklist:submit"), {"genuine": _file("genuine.tex")})
+    sub = ChecklistSubmission.objects.get(team=m.team)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("checklist:submission-assess", args=[sub.pk]))
+    page = client.get(reverse("checklist:submission-detail", args=[sub.pk])).content.decode()
+    out = io.StringIO()
+    call_command("extract_checklist", str(SAMPLE / "demo" / "genuine.tex"), stdout=out)
+    printed = out.getvalue()
+    for number in (3, 4, 9, 15):
+        name = QUESTION_TITLES[number]
+        assert f"<td>{name}</td>" in page, name
+        assert f"{number:>2}. {name}:" in printed, name
+    assert "Theoretical assumptions and proofs" not in page
