@@ -352,8 +352,15 @@ def judge_calls_abandon(*, holder: str) -> int:
 
 
 def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMConfig:
-    """The LLM judge settings of ``run``: the run's own choices first, then the settings."""
+    """The LLM judge settings of ``run``: the run's own choices first, then its judge record's
+    (server, model, key variable, options: the same in every worker), then the settings."""
     cfg = run.judge_config or {}
+    if run.judge_record_id is not None:
+        from benchmarks_app.services.judge_records import judge_record_llm_config
+
+        config = judge_record_llm_config(run.judge_record, model=model or cfg.get("model"))
+        config.json_mode = bool(cfg.get("json_mode", config.json_mode))
+        return config
     return LLMConfig(
         model=str(model or cfg.get("model") or settings.JUDGE_MODEL),
         api_key=settings.OPENAI_API_KEY,

@@ -24,6 +24,7 @@ from benchmarks_app.models import (
     PaperKind,
     SubmissionStatus,
 )
+from benchmarks_app.services.judge_records import judge_record_concurrency
 from benchmarks_app.services.judging import (
     DbJudgeCache,
     LedgerRecorder,
@@ -80,7 +81,7 @@ def _build_judge(run: EvaluationRun) -> tuple[ChecklistJudge, LedgerRecorder | N
             config=config,
             cache=DbJudgeCache(),
             record=recorder,
-            limiter=AdaptiveLimiter(int(settings.JUDGE_CONCURRENCY)),
+            limiter=AdaptiveLimiter(judge_record_concurrency(run.judge_record)),
         )
         return judge, recorder
     raise ValueError(f"unknown checklist judge {run.judge!r}")
