@@ -263,6 +263,8 @@ def _process(run: EvaluationRun, submission: ChecklistSubmission) -> None:
         run_advance(run=run, by=len(todo))
 
     to_judge = [a for a in pending if a.answer != "TODO"]
+    # Loaded here: the judge is built inside the event loop, where the ORM may not run.
+    _ = run.judge_record
     failed = async_to_sync(_judge_all)(run, to_judge) if to_judge else 0
 
     if failed:

@@ -191,3 +191,37 @@ def test_admin_change_page_shows_the_variable_name_never_the_key(
         reverse("admin:benchmarks_app_judgerecord_change", args=[record.pk])
     ).content.decode()
     assert "LOCAL_JUDGE_KEY" in page and SECRET not in page
+
+
+def test_assess_checklist_judge_name_runs_on_the_records_server(env_without_judge: Any) -> None:
+    from benchmarks_app.models import ChecklistScore
+    from tests.benchmarks_app.checklist.conftest import SAMPLE
+    from tests.factories.checklist import ChallengeFactory
+
+    ChallengeFactory()
+
+    def handler(body: dict[str, Any]) -> dict[str, Any]:
+        return completion(json.dumps({"correct": True, "feedback": "Consistent."}))
+
+    with FakeOpenAI(handler) as server:
+        JudgeRecord.objects.create(
+            name="local",
+            kind="openai",
+            base_url=server.base_url,
+            model="local-model",
+            api_key_env="LOCAL_JUDGE_KEY",
+        )
+        call_command(
+            "assess_checklist",
+            str(SAMPLE / "demo" / "genuine.tex"),
+            "--judge",
+            "local",
+            "--wait",
+            stdout=io.StringIO(),
+        )
+    run = EvaluationRun.objects.get()
+    assert run.status == "succeeded", run.error
+    assert run.judge_record is not None and run.judge_record.name == "local"
+    assert len(server.requests) >= 15
+    assert {r["model"] for r in server.requests} == {"local-model"}
+    assert ChecklistScore.objects.get(run=run).c_g == 1.0
