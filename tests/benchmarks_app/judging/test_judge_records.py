@@ -14,20 +14,14 @@ from django.urls import reverse
 from benchmarks_app.models import EvaluationRun, JudgeCall, JudgeRecord
 from benchmarks_app.selectors.audit_boards import board_judge_key
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
-from tests.benchmarks_app.audit.conftest import fake_verdict, publish_dataset
+from tests.benchmarks_app.audit.conftest import publish_dataset
+from tests.benchmarks_app.judging.helpers import judge_or_probe
 from tests.factories.audit import repo_with_scan
 from tests.scoring.judges.fake_openai import FakeOpenAI, completion
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "sk-local-secret-4711"
-
-
-def judge_or_probe(body: dict[str, Any]) -> dict[str, Any]:
-    """The audit verdicts of ``fake_verdict``; the one-message probe gets its JSON object."""
-    if len(body["messages"]) == 1:
-        return completion(json.dumps({"ok": True}), tokens_in=5, tokens_out=4)
-    return fake_verdict(body)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from benchmarks_app.services import runs as run_services
 from benchmarks_app.services.audit import audit_run_create
 from benchmarks_app.services.judge_records import judge_record_create
 from tests.benchmarks_app.audit.conftest import publish_dataset
-from tests.benchmarks_app.judging.test_judge_records import judge_or_probe
+from tests.benchmarks_app.judging.helpers import judge_or_probe
 from tests.benchmarks_app.queue.test_qcluster_workers import ROOT, _database_url
 from tests.factories.audit import repo_with_scan
 from tests.scoring.judges.fake_openai import FakeOpenAI
