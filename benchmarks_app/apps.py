@@ -35,6 +35,19 @@ def _install_queue_support(sender: AppConfig, **kwargs: Any) -> None:
     queue_canary_write(force=True)
 
 
+def _install_default_judges(sender: AppConfig, **kwargs: Any) -> None:
+    """The judge records of today's spellings (``offline``, ``openai``), so nothing breaks."""
+    from django.db import connections
+
+    from benchmarks_app.models import JudgeRecord
+    from benchmarks_app.services.judge_records import judge_records_ensure_defaults
+
+    using = kwargs.get("using", "default")
+    if JudgeRecord._meta.db_table not in connections[using].introspection.table_names():
+        return
+    judge_records_ensure_defaults()
+
+
 def _backfill_boards(sender: AppConfig, **kwargs: Any) -> None:
     """Fill the stored boards once on a database whose results predate them."""
     from django.db import connections
@@ -65,6 +78,9 @@ class BenchmarksAppConfig(AppConfig):
         )
         post_migrate.connect(
             _install_queue_support, sender=self, dispatch_uid="install_queue_support"
+        )
+        post_migrate.connect(
+            _install_default_judges, sender=self, dispatch_uid="install_default_judges"
         )
         post_migrate.connect(_backfill_boards, sender=self, dispatch_uid="backfill_boards")
 
@@ -112,7 +128,10 @@ ADMIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ChecklistBoardRow",
         ),
     ),
-    ("Runs and judges", ("EvaluationRun", "RunPiece", "JudgeCall", "JudgeCacheEntry")),
+    (
+        "Runs and judges",
+        ("EvaluationRun", "RunPiece", "JudgeRecord", "JudgeCall", "JudgeCacheEntry"),
+    ),
     ("Operations", ("Phase", "NotificationPreference", "Webhook", "WebhookDelivery")),
 )
 

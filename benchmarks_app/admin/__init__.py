@@ -5,10 +5,11 @@ from __future__ import annotations
 from benchmarks_app.admin import (
     audit,
     checklist,
+    judges,
     notifications,
     phases,
     probes,
     runs,
 )
 
-__all__ = ["audit", "checklist", "notifications", "phases", "probes", "runs"]
+__all__ = ["audit", "checklist", "judges", "notifications", "phases", "probes", "runs"]

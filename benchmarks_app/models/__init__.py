@@ -34,6 +34,7 @@ from benchmarks_app.models.checklist import (
     Team,
 )
 from benchmarks_app.models.common import QA_SEVERITIES, AppendOnlyError, Severity
+from benchmarks_app.models.judge_records import JudgeKind, JudgeRecord
 from benchmarks_app.models.judging import (
     JudgeCacheEntry,
     JudgeCall,
@@ -95,7 +96,9 @@ __all__ = [
     "JudgeCall",
     "JudgeCallStatus",
     "JudgeInFlight",
+    "JudgeKind",
     "JudgePrompt",
+    "JudgeRecord",
     "MatchOutcome",
     "Membership",
     "NotificationPreference",

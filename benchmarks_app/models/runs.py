@@ -63,6 +63,15 @@ class EvaluationRun(EntryMetadata, TimeStampedModel):
     )
     judge = models.CharField(max_length=300, default="offline")
     judge_config = models.JSONField(default=dict, blank=True)
+    # The curated judge the run is made with (empty: a replay folder, or a run made before
+    # judges were records); the worker builds the judge from it, not from its environment.
+    judge_record = models.ForeignKey(
+        "benchmarks_app.JudgeRecord",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="runs",
+    )
     status = models.CharField(
         max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
     )

@@ -56,8 +56,12 @@ class BoardNotFound(LookupError):
 def judge_key(judge: str, judge_config: dict[str, Any] | None) -> str:
     """The board a run of ``judge`` counts on: ``offline``, ``openai:MODEL`` or ``replay:DIR``.
 
-    LLM judges of different models never share a board.
+    LLM judges of different models never share a board; a run of a curated judge record
+    (other than the default ``offline`` and ``openai``) counts on the board of its name.
     """
+    board = (judge_config or {}).get("board")
+    if board:
+        return str(board)
     try:
         spec = parse_judge_spec(judge)
     except ValueError:

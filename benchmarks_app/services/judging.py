@@ -44,6 +44,7 @@ from django.db import transaction
 
 from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, JudgeCall
 from benchmarks_app.models.judging import JudgeCallStatus
+from benchmarks_app.services.judge_records import judge_record_llm_config
 from benchmarks_app.services.judging_rounds import pending_row, rounds, settled
 from scoring.judges.cache import CacheWrite
 from scoring.judges.llm import CallRecord, LLMConfig, fit_to_server
@@ -352,8 +353,14 @@ def judge_calls_abandon(*, holder: str) -> int:
 
 
 def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMConfig:
-    """The LLM judge settings of ``run``: the run's own choices first, then the settings."""
+    """The LLM judge settings of ``run``: the run's own choices first, then its judge record's
+    (server, model, key variable, options: the same in every worker), then the settings."""
     cfg = run.judge_config or {}
+    record = run.judge_record if run.judge_record_id is not None else None
+    if record is not None:
+        config = judge_record_llm_config(record, model=model or cfg.get("model"))
+        config.json_mode = bool(cfg.get("json_mode", config.json_mode))
+        return config
     return LLMConfig(
         model=str(model or cfg.get("model") or settings.JUDGE_MODEL),
         api_key=settings.OPENAI_API_KEY,

@@ -25,6 +25,7 @@ from benchmarks_app.models import (
     EvaluationRun,
     JudgeCacheEntry,
     JudgeCall,
+    JudgeRecord,
     Membership,
     NotificationPreference,
     Paper,
@@ -93,6 +94,9 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
     )
     call = JudgeCall.objects.create(
         run=audit_run, judge="offline", model="tfidf-phi", prompt_hash="abc", status="ok"
+    )
+    judge_record = JudgeRecord.objects.create(
+        name="judge-psi", kind="openai", base_url="http://127.0.0.1:9/v1", model="psi-model"
     )
     cache = JudgeCacheEntry.objects.create(
         key="k" * 64, judge="offline", model="tfidf-chi", prompt_version="v1", response={}
@@ -172,6 +176,7 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
         EvaluationRun: (audit_run, "scanner-omega"),
         JudgeCall: (call, "tfidf-phi"),
         JudgeCacheEntry: (cache, "tfidf-chi"),
+        JudgeRecord: (judge_record, "judge-psi"),
         AuditTruthResult: (truth_result, "ALPHA-H-01"),
         AuditRepoResult: (repo_result, "repo-alpha-7"),
         ProbeCaseResult: (case, "kappa-1"),

@@ -118,7 +118,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paper", help="A .pdf, .tex or .zip file")
         parser.add_argument(
-            "--judge", required=True, help="offline | openai[:MODEL] (MODEL in JUDGE_MODELS)"
+            "--judge",
+            required=True,
+            help="judge record NAME (judge_add, admin), or offline | openai[:MODEL] "
+            "(MODEL in JUDGE_MODELS)",
         )
         parser.add_argument("--wait", action="store_true", help="wait for the run and report it")
         parser.add_argument("--challenge", help="Challenge slug (default: the open one)")

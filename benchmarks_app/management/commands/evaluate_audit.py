@@ -43,7 +43,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--release", type=int, help="release number (default: the dataset's official one)"
         )
-        parser.add_argument("--judge", help="offline | openai | replay:DIR (default JUDGE_DEFAULT)")
+        parser.add_argument(
+            "--judge",
+            help="judge record NAME (judge_add, admin), or offline | openai | replay:DIR "
+            "(default JUDGE_DEFAULT)",
+        )
         parser.add_argument("--model", help="model of the openai judge (default JUDGE_MODEL)")
         parser.add_argument("--iterations", type=int)
         parser.add_argument("--batch-size", type=int)

@@ -41,6 +41,7 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.audit import AuditRunScan
 from benchmarks_app.services.audit.runs import AuditRunError, _setting
+from benchmarks_app.services.judge_records import judge_record_concurrency
 from benchmarks_app.services.judging import (
     DbJudgeCache,
     LedgerRecorder,
@@ -66,7 +67,7 @@ def make_run_judge(run: EvaluationRun, *, recorder: LedgerRecorder) -> AuditJudg
         llm=llm_config_for_run(run),
         cache=DbJudgeCache(holder=_lease_name()),
         record=recorder,
-        concurrency=int(_setting("JUDGE_CONCURRENCY", 4)),
+        concurrency=judge_record_concurrency(run.judge_record),
         http_client=_setting("JUDGE_HTTP_CLIENT", None),
         rpm=int(_setting("JUDGE_RPM", 0) or 0),
         tpm=int(_setting("JUDGE_TPM", 0) or 0),

@@ -33,6 +33,7 @@ from benchmarks_app.models import (
     ScanResult,
 )
 from benchmarks_app.models.audit import AuditDataset, AuditRunScan, DatasetRelease
+from benchmarks_app.models.judge_records import JudgeKind, JudgeRecord
 from benchmarks_app.selectors.audit_boards import (
     board_judge_key,
     published_release,
@@ -40,8 +41,9 @@ from benchmarks_app.selectors.audit_boards import (
 )
 from benchmarks_app.services.audit.boards import audit_board_refresh
 from benchmarks_app.services.entry_metadata import method_metadata_check
+from benchmarks_app.services.judge_records import judge_record_find
 from benchmarks_app.services.runs import run_create
-from scoring.audit.judges import ReplayAuditJudge, parse_judge_spec
+from scoring.audit.judges import JudgeSpec, ReplayAuditJudge, parse_judge_spec
 
 
 class AuditRunError(ValueError):
@@ -89,14 +91,13 @@ def audit_run_create(
     """Create (and enqueue) a run scoring ``scanner`` on ``repos`` (default: all it covers in
     the release) against the truth of ``release`` (see the module's docstring), in ``phase``
     (of that release) with the method ``metadata`` (see :func:`entry_metadata`)."""
-    try:
-        spec = parse_judge_spec(judge or _setting("JUDGE_DEFAULT", "offline"))
-    except ValueError as exc:
-        raise AuditRunError(str(exc)) from None
+    record, spec = audit_judge_resolve(judge or _setting("JUDGE_DEFAULT", "offline"))
     if spec.kind == "replay" and not Path(spec.argument).is_dir():
         raise AuditRunError(f"judge: replay folder {spec.argument!r} does not exist")
-    if spec.kind == "openai" and not (
-        _setting("OPENAI_API_KEY", "") or _setting("OPENAI_BASE_URL", None)
+    if (
+        spec.kind == "openai"
+        and not (record is not None and record.base_url)
+        and not (_setting("OPENAI_API_KEY", "") or _setting("OPENAI_BASE_URL", None))
     ):
         raise AuditRunError("judge: openai needs OPENAI_API_KEY (or OPENAI_BASE_URL) to be set")
     for name, value in (("iterations", iterations), ("batch_size", batch_size)):
@@ -155,11 +156,16 @@ def audit_run_create(
         "iterations": iterations or _setting("JUDGE_ITERATIONS", 3),
         "batch_size": batch_size or _setting("JUDGE_BATCH_SIZE", 10),
     }
+    if record is not None and record.name not in ("offline", "openai"):
+        # A curated judge has its own board, named after it.
+        config["board"] = record.name
     if spec.kind == "openai":
         allowed = list(_setting("JUDGE_MODELS", []) or [])
-        config["model"] = model or _setting("JUDGE_MODEL", "o4-mini")
-        # The operator decides which (paid) models runs may use.
-        if allowed and config["model"] not in allowed:
+        curated = record.model if record is not None else ""
+        config["model"] = model or curated or _setting("JUDGE_MODEL", "o4-mini")
+        # The operator decides which (paid) models runs may use; a curated record's own
+        # model is the maintainers' choice already.
+        if allowed and config["model"] != curated and config["model"] not in allowed:
             raise AuditRunError(
                 f"model: {config['model']!r} is not one of the configured JUDGE_MODELS "
                 f"({', '.join(allowed)})"
@@ -176,6 +182,7 @@ def audit_run_create(
         repos=chosen,
         judge=spec.label,
         judge_config=config,
+        judge_record=record,
         created_by=created_by,
         enqueue=enqueue,
         phase=phase,
@@ -186,6 +193,24 @@ def audit_run_create(
         AuditRunScan(run=run, repo=repo, scan_result=current[repo.pk]) for repo in chosen
     )
     return run
+
+
+def audit_judge_resolve(text: str) -> tuple[JudgeRecord | None, JudgeSpec]:
+    """The judge record ``--judge`` names (a record's name, or a legacy spelling mapped to its
+    default record) and the audit judge it makes. Raises :class:`AuditRunError`."""
+    record = judge_record_find(text)
+    if record is not None and record.name == text.strip():
+        argument = record.base_url if record.kind == JudgeKind.REPLAY else ""
+        return record, JudgeSpec(str(record.kind), argument)
+    try:
+        spec = parse_judge_spec(text)
+    except ValueError:
+        names = ", ".join(JudgeRecord.objects.values_list("name", flat=True)[:20])
+        raise AuditRunError(
+            f"judge: {text!r} is not one of offline, openai, replay:DIR, "
+            f"nor a judge record ({names or 'none yet'})"
+        ) from None
+    return (record if spec.kind == "openai" else None), spec
 
 
 def _run_release(

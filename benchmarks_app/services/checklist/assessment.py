@@ -24,6 +24,7 @@ from benchmarks_app.models import (
     PaperKind,
     SubmissionStatus,
 )
+from benchmarks_app.services.judge_records import judge_record_concurrency
 from benchmarks_app.services.judging import (
     DbJudgeCache,
     LedgerRecorder,
@@ -80,7 +81,7 @@ def _build_judge(run: EvaluationRun) -> tuple[ChecklistJudge, LedgerRecorder | N
             config=config,
             cache=DbJudgeCache(),
             record=recorder,
-            limiter=AdaptiveLimiter(int(settings.JUDGE_CONCURRENCY)),
+            limiter=AdaptiveLimiter(judge_record_concurrency(run.judge_record)),
         )
         return judge, recorder
     raise ValueError(f"unknown checklist judge {run.judge!r}")
@@ -262,6 +263,8 @@ def _process(run: EvaluationRun, submission: ChecklistSubmission) -> None:
         run_advance(run=run, by=len(todo))
 
     to_judge = [a for a in pending if a.answer != "TODO"]
+    # Loaded here: the judge is built inside the event loop, where the ORM may not run.
+    _ = run.judge_record
     failed = async_to_sync(_judge_all)(run, to_judge) if to_judge else 0
 
     if failed:

@@ -20,6 +20,7 @@ from benchmarks_app.models import (
     ChecklistQuestion,
     ChecklistSubmission,
     EvaluationRun,
+    JudgeRecord,
     Membership,
     Paper,
     PaperKind,
@@ -42,6 +43,7 @@ from benchmarks_app.services.checklist.papers import (
     questions_by_number,
 )
 from benchmarks_app.services.entry_metadata import METHOD_LABELS, method_metadata_check
+from benchmarks_app.services.judge_records import judge_record_find
 from benchmarks_app.services.runs import run_create
 from scoring.checklist.extract import ExtractedPaper
 
@@ -223,8 +225,15 @@ def _paper_create(
     return paper
 
 
-def _judge_name(judge: str | None) -> str:
+def _judge_name(judge: str | None) -> tuple[str, JudgeRecord | None]:
+    """The run's judge name (``offline``, ``openai:MODEL``...) and the judge record it uses:
+    the record ``judge`` names, else the default record of its spelling."""
     name = judge or getattr(settings, "JUDGE_DEFAULT", "offline") or "offline"
+    record = judge_record_find(name)
+    if record is not None and record.name == name.strip() and record.kind != "replay":
+        if record.kind == "offline":
+            return "offline", record
+        return f"openai:{record.model or settings.JUDGE_MODEL}", record
     base = name.split(":", 1)[0]
     if base not in JUDGES:
         raise ChecklistSubmissionError(
@@ -232,7 +241,7 @@ def _judge_name(judge: str | None) -> str:
         )
     if base == "openai" and ":" not in name:
         name = f"openai:{settings.JUDGE_MODEL}"
-    return name
+    return name, (record if base == "openai" else None)
 
 
 @transaction.atomic
@@ -251,7 +260,7 @@ def checklist_submission_assess(
             f"Submission #{locked.pk} is {locked.get_status_display().lower()}; "
             "it is assessed only once."
         )
-    name = _judge_name(judge)
+    name, record = _judge_name(judge)
     if name == "recorded" and not (judge_config or {}).get("verdicts"):
         raise ChecklistSubmissionError(
             "The recorded judge needs imported assessments (import_checklist_assessed).",
@@ -265,6 +274,7 @@ def checklist_submission_assess(
         benchmark=Benchmark.CHECKLIST,
         judge=name,
         judge_config=judge_config or {},
+        judge_record=record,
         created_by=user,
         checklist_submission=locked,
         phase_id=locked.phase_id,

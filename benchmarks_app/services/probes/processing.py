@@ -288,6 +288,8 @@ def probe_run_process(run: EvaluationRun) -> None:
 
     if signal == "openai":
         todo = [r for r in responses.select_related("probe") if r.pk not in done]
+        # Loaded here: the judge is built inside the event loop, where the ORM may not run.
+        _ = run.judge_record
         failed, reasons = async_to_sync(_judge_all)(run, todo, scorer, refusal) if todo else (0, [])
         if failed:
             run_finish(run=run, failed_items=failed, failure_causes=summarize_items(reasons))

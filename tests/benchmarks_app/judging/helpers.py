@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from pydantic import BaseModel
 
 from scoring.judges.llm import LLMConfig, make_client, structured_call
-from tests.scoring.judges.fake_openai import FakeOpenAI
+from tests.benchmarks_app.audit.conftest import fake_verdict
+from tests.scoring.judges.fake_openai import FakeOpenAI, completion
 
 
 class Answer(BaseModel):
@@ -49,3 +51,10 @@ def ask(srv: FakeOpenAI, *, cache: Any, record: Any, **question: Any) -> Answer:
             await client.close()
 
     return async_to_sync(go)()
+
+
+def judge_or_probe(body: dict[str, Any]) -> dict[str, Any]:
+    """The audit verdicts of ``fake_verdict``; the one-message probe gets its JSON object."""
+    if len(body["messages"]) == 1:
+        return completion(json.dumps({"ok": True}), tokens_in=5, tokens_out=4)
+    return fake_verdict(body)
