@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('benchmarks_app', '0015_judge_call_usage_request'),
+        ('benchmarks_app', '0016_newcomer_line_ends_withdrawn'),
     ]
 
     operations = [
