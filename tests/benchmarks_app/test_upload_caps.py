@@ -368,6 +368,6 @@ def test_nested_fields_keys_and_file_level_fields_are_capped_too() -> None:
         "finding 3 (a key): 21 characters, more than the 20 allowed",
     ]
     data["notes"] = "n"
-    del data["findings"][1:]
+    del data["findings"][1:]  # type: ignore[attr-defined]
     findings, _ = parse_scan(data, limits=limits)
     assert [f.title for f in findings] == ["short"]

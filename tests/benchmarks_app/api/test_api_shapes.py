@@ -1,3 +1,4 @@
+# mypy: disable-error-code="union-attr,arg-type"
 """One shape across the API (issue 26, item 18): audit board rows carry ``tied``, ``phase``
 and ``run_id`` as probe rows do; the checklist submissions list is paginated like every
 list; an unknown repo or dataset is named in the 404."""

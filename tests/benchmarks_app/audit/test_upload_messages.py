@@ -1,3 +1,4 @@
+# mypy: disable-error-code="arg-type"
 """Upload mistakes are told in words that name the file and the field (issue 26, item 13):
 one repo's results given to the dataset form, a PDF given as results, an empty file."""
 

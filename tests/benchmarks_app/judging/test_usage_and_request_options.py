@@ -1,3 +1,4 @@
+# mypy: disable-error-code="union-attr"
 # mypy: disable-error-code="arg-type,attr-defined,misc,unused-ignore"
 """Each judge call keeps how it was asked (shown in the ledger admin), and a run shows what
 its calls cost: calls, tokens (reasoning included), latency and, with prices set, money."""

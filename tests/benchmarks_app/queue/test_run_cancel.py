@@ -1,3 +1,4 @@
+# mypy: disable-error-code="arg-type"
 """Cancelling a running run: from the page, the API and the admin (issue 22, item 2).
 
 A real ``openai`` audit run against a local fake judge that answers the repo's first truth

@@ -226,7 +226,7 @@ def test_a_judge_outage_parks_the_runs_other_pieces_without_asking_the_judge(
     )
 
     def kind_function(path: str) -> Any:
-        return judging if path == "x.process" else (lambda r: ["a", "b", "c"])
+        return judging if path == "x.process" else (lambda r: ["a", "b", "c"])  # type: ignore[misc]
 
     # The processor is found by the scheduler, the plan by the run's state module.
     monkeypatch.setattr(scheduling, "import_string", kind_function)
@@ -255,7 +255,7 @@ def test_a_resent_task_does_not_count_towards_the_cap(monkeypatch: Any) -> None:
         requeues=2,
         enqueued_at=timezone.now() - timedelta(minutes=5),
     )
-    _use_kind(monkeypatch, lambda r: run_services.run_finish(run=r))
+    _use_kind(monkeypatch, lambda r: run_services.run_finish(run=r))  # type: ignore[arg-type]
     with override_settings(RUN_PIECE_MAX_REQUEUES=2):
         report = runs_sweep()
     run.refresh_from_db()

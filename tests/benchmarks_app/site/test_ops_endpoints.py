@@ -84,7 +84,7 @@ def test_metrics_count_runs_by_state_requeues_and_judge_calls(client: Client) ->
         JudgeCall.objects.create(
             run=waiting, judge="j", prompt_hash="h" * 64, status=status, latency_ms=latency_ms
         )
-    client.force_login(UserFactory(is_staff=True))
+    client.force_login(UserFactory.create(is_staff=True))
     m = _scrape(client)
 
     def runs(benchmark: str, state: str) -> float:
@@ -111,7 +111,7 @@ def test_metrics_count_runs_by_state_requeues_and_judge_calls(client: Client) ->
 
 def test_metrics_are_for_staff_or_the_token_only(client: Client) -> None:
     assert client.get("/metrics").status_code == 403
-    client.force_login(UserFactory(is_staff=False))
+    client.force_login(UserFactory.create(is_staff=False))
     assert client.get("/metrics").status_code == 403
     client.logout()
     with override_settings(METRICS_TOKEN="s3cret-scrape-token"):

@@ -19,7 +19,7 @@ def _names(page: str) -> tuple[str, str]:
     return title.group(1).strip(), re.sub(r"<[^>]+>", "", h1.group(1)).strip()
 
 
-def test_all_submissions_and_team_entries_are_named_apart(client) -> None:  # type: ignore[no-untyped-def]
+def test_all_submissions_and_team_entries_are_named_apart(client) -> None:
     m = MembershipFactory()
     client.force_login(m.user)
     runs = client.get(reverse("runs:mine")).content.decode()
