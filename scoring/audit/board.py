@@ -158,6 +158,27 @@ def _score(entry: BoardEntry) -> tuple[float, float]:
     return (_number(entry.f1_with_partial), _number(entry.f1))
 
 
+def _numbers(values: Sequence[float | None]) -> npt.NDArray[np.float64]:
+    """``_number`` of each value, vectorised and identical to it.
+
+    numpy rounds by scaling: ``rint(x * 10**d) / 10**d``. The division is correctly rounded,
+    like Python's ``round``, so the two differ only where the scaled product was rounded
+    across a half (x * 10**d within a hair of k + 1/2): those few values, and any too large
+    for the product to be exact, are rounded by Python.
+    """
+    raw = _floats(values, np.nan)
+    scale = 10.0**RANK_DIGITS
+    scaled = raw * scale
+    out = np.rint(scaled) / scale
+    doubtful = np.flatnonzero(
+        (np.abs(np.abs(scaled - np.floor(scaled)) - 0.5) < 1e-3) | (np.abs(raw) > 1e3)
+    )
+    for i in doubtful.tolist():
+        out[i] = round(float(raw[i]), RANK_DIGITS)
+    out[np.isnan(raw)] = float("-inf")
+    return out
+
+
 @dataclass(frozen=True)
 class BoardOrder:
     """A board's order and marks, as arrays over the rows given to :func:`order_board`.
@@ -210,9 +231,7 @@ def order_board(
     end re-ranks its board's stored rows with it (100,000 rows in milliseconds).
     """
     n = len(names)
-    # Python's round, not numpy's: numpy rounds by scaling, which differs in the last bit.
-    s0 = np.asarray([_number(v) for v in f1_with_partial], dtype=np.float64)
-    s1 = np.asarray([_number(v) for v in f1], dtype=np.float64)
+    s0, s1 = _numbers(f1_with_partial), _numbers(f1)
     labels = np.asarray(names, dtype=np.str_) if n else np.zeros(0, dtype=np.str_)
     done = np.asarray(complete, dtype=np.bool_).reshape(n)
     repos = np.asarray(repos_evaluated, dtype=np.int64).reshape(n)

@@ -39,8 +39,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce, Greatest, Least
+from django.db.models.functions import Coalesce, Greatest, Least
 from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 from django.utils import timezone
 
@@ -150,6 +149,7 @@ def _row_fields(
         "is_complete": len(rows) >= repos_total > 0,
         "metrics": {**totals, **method},
         "f1_with_partial": totals.get("f1_with_partial"),
+        "f1": totals.get("f1"),
         **_interval_fields(rows, previous),
     }
 
@@ -186,7 +186,7 @@ def audit_board_refresh(
                 complete=row["is_complete"],
                 repos_evaluated=len(rows),
                 f1_with_partial=row["f1_with_partial"],
-                f1=row["metrics"].get("f1"),
+                f1=row["f1"],
                 ci=(low, high) if low is not None and high is not None else None,
             )
         )
@@ -259,8 +259,7 @@ def audit_board_update(
 
 
 # The columns a board is ranked on, read for every row when one row changes (never the
-# metrics document, but its F1, the second sort key). F1 last: it is an annotation, which
-# Django selects after the columns.
+# metrics document).
 _LIGHT_COLUMNS = (
     "pk",
     "scanner__name",
@@ -282,11 +281,7 @@ _MAX_RUNS = 32
 
 
 def _light_rows(board: QuerySet[AuditBoardRow]) -> list[tuple[Any, ...]]:
-    query = (
-        board.order_by()
-        .annotate(f1=Cast(KT("metrics__f1"), FloatField()))
-        .values_list(*_LIGHT_COLUMNS)
-    )
+    query = board.order_by().values_list(*_LIGHT_COLUMNS)
     # Straight from the cursor: model or values() iteration costs more than the ranking.
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
