@@ -26,22 +26,17 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from django.db import connection, transaction
 from django.db.models import (
     Case,
-    ExpressionWrapper,
     F,
     FloatField,
-    IntegerField,
     Q,
     QuerySet,
     Value,
     When,
 )
 from django.db.models.functions import Coalesce, Greatest, Least
-from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
-from django.utils import timezone
 
 from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Scanner
 from benchmarks_app.models.audit import AuditBoardRow, DatasetRelease
@@ -51,6 +46,7 @@ from benchmarks_app.selectors.audit_boards import (
     board_repo_results,
     release_repo_ids,
 )
+from benchmarks_app.services.board_marks import MarkPlan, marks_write
 from scoring.audit.board import (
     BOARD_LEVEL,
     BOARD_RESAMPLES,
@@ -276,8 +272,6 @@ _LIGHT_COLUMNS = (
     "f1",
 )
 _MARKS = ("position", "rank", "rank_low", "rank_high", "tied_with_above")
-# Beyond this many range updates per column, its changed rows are written one by one.
-_MAX_RUNS = 32
 
 
 def _light_rows(board: QuerySet[AuditBoardRow]) -> list[tuple[Any, ...]]:
@@ -296,31 +290,6 @@ def _span_sql() -> tuple[Any, Any]:
     low = Case(When(has_ci, then=Least(F("ci_low"), value)), default=value)
     high = Case(When(has_ci, then=Greatest(F("ci_high"), value)), default=value)
     return low, high
-
-
-def _runs(
-    keys: npt.NDArray[Any], delta: npt.NDArray[np.int64]
-) -> tuple[list[tuple[Any, Any, int]], npt.NDArray[np.int64]]:
-    """Rows whose mark moves by ``delta`` as ranges of ``keys``: ``(low key, high key,
-    delta)`` covering exactly the rows of one delta (no other row has a key within), and the
-    indices of the changed rows no such range covers."""
-    order = np.argsort(keys, kind="stable")
-    k, d = keys[order], delta[order]
-    if not len(k):
-        return [], np.zeros(0, dtype=np.int64)
-    cuts = np.flatnonzero(d[1:] != d[:-1]) + 1
-    starts, ends = np.r_[0, cuts], np.r_[cuts, len(k)]
-    moved = d[starts] != 0
-    if moved.sum() > _MAX_RUNS:
-        return [], order[d != 0]
-    runs, loose = [], []
-    for start, end in zip(starts[moved].tolist(), ends[moved].tolist(), strict=True):
-        low, high = k[start], k[end - 1]
-        if (start and k[start - 1] >= low) or (end < len(k) and k[end] <= high):
-            loose.append(order[start:end])  # a key shared with an unchanged row
-        else:
-            runs.append((low.item(), high.item(), int(d[start])))
-    return runs, (np.concatenate(loose) if loose else np.zeros(0, dtype=np.int64))
 
 
 def board_rerank(board: QuerySet[AuditBoardRow], *, entrant: int | None = None) -> int:
@@ -361,65 +330,16 @@ def board_rerank(board: QuerySet[AuditBoardRow], *, entrant: int | None = None) 
         for i, mark in enumerate(_MARKS)
     }
     ids = np.asarray(pks, dtype=np.int64)
-    others = ids != (entrant if entrant is not None else -1)
-    ranked = others & done
     lows, highs = board_spans(f1p, ci_low, ci_high)
     low_sql, high_sql = _span_sql()
-    # Per mark: the rows it ranges over, the key of the ranges and that key in SQL.
-    plans = (
-        ("position", others, old["position"], F("position")),
-        ("rank", ranked, old["position"], F("position")),
-        ("rank_low", ranked, highs, high_sql),
-        ("rank_high", ranked, lows, low_sql),
-    )
-    ties = new["tied_with_above"] != old["tied_with_above"]
-    loose = [np.flatnonzero(~others), np.flatnonzero(ties)]
-    cases: dict[str, list[When]] = {}
-    where = Q(pk__in=[])
-    for mark, rows_of, keys, key_sql in plans:
-        within = np.flatnonzero(rows_of)
-        runs, left = _runs(keys[within], (new[mark] - old[mark])[within])
-        loose.append(within[left])
-        for low, high, delta in runs:
-            condition = Q(GreaterThanOrEqual(key_sql, low), LessThanOrEqual(key_sql, high))
-            if mark != "position":
-                condition &= Q(is_complete=True)
-            cases.setdefault(mark, []).append(
-                When(
-                    condition, then=ExpressionWrapper(F(mark) + delta, output_field=IntegerField())
-                )
-            )
-            where |= condition
-    now = timezone.now()
-    if cases:
-        # One statement: every CASE reads the rows' marks as they were.
-        others_sql = board.exclude(pk=entrant) if entrant is not None else board
-        others_sql.filter(where).update(
-            computed_at=now,
-            **{
-                mark: Case(*whens, default=F(mark), output_field=IntegerField())
-                for mark, whens in cases.items()
-            },
-        )
-    explicit = np.unique(np.concatenate(loose))
-    if len(explicit):
-        changed = [
-            AuditBoardRow(
-                pk=int(ids[i]),
-                position=int(new["position"][i]),
-                rank=int(new["rank"][i]) or None,
-                rank_low=int(new["rank_low"][i]) or None,
-                rank_high=int(new["rank_high"][i]) or None,
-                tied_with_above=bool(new["tied_with_above"][i]),
-                computed_at=now,
-            )
-            for i in explicit.tolist()
-        ]
-        AuditBoardRow.objects.bulk_update(changed, [*_MARKS, "computed_at"], batch_size=500)
-    moved = np.zeros(n, dtype=np.bool_)
-    for mark in _MARKS:
-        moved |= new[mark] != old[mark]
-    return int((moved | ~others).sum())
+    complete_sql = Q(is_complete=True)
+    plans = [
+        MarkPlan("position", np.ones(n, dtype=np.bool_), old["position"], F("position")),
+        MarkPlan("rank", done, old["position"], F("position"), complete_sql),
+        MarkPlan("rank_low", done, highs, high_sql, complete_sql),
+        MarkPlan("rank_high", done, lows, low_sql, complete_sql),
+    ]
+    return marks_write(board, ids=ids, old=old, new=new, plans=plans, entrant=entrant)
 
 
 def audit_board_refresh_for_run(*, run: EvaluationRun) -> int:
