@@ -9,8 +9,8 @@ bulk (``bulk_create`` in batches, never the services per entrant):
   intervals are their F1+ ± a random half-width, not bootstraps (100,000 bootstraps would be
   the 29 minutes the issue reports); the run ends measured below compute real ones;
 * probes and checklist: the seeding of ``boards_probes`` and ``boards_checklist``, whose rows
-  are written by the boards' full refresh (its time is printed: today a run's end on those
-  boards costs that refresh).
+  are written by the boards' full refresh (its time is printed: a checklist run's end still
+  costs that refresh; a probe run's end is incremental and measured below).
 
 Then, per board: the API's first page, a sorted page and the last page, and the web page's
 (templates rendered), ``READS`` GETs each through the whole Django stack (test client, no
@@ -18,7 +18,8 @@ sockets): p50/p95 ms and the queries of one request. Then ``RUN_ENDS`` audit run
 of new scanners, half of existing ones with new results), each a run and its results created
 in bulk and ``audit_board_refresh_for_run`` timed: wall and CPU ms (the database is SQLite,
 in process, so CPU time includes its work; other processes sharing the machine inflate wall
-time, not CPU time), queries and rows written.
+time, not CPU time), queries and rows written; then as many probe run ends
+(``probe_board_refresh_for_run``), timed the same way.
 """
 
 from __future__ import annotations
@@ -234,6 +235,66 @@ def audit_run_ends(release: Any, count: int, *, seed: int = 5) -> list[dict[str,
     return out
 
 
+def _timed(fn: Any) -> dict[str, Any]:
+    """Wall and CPU ms of ``fn()``, its queries, and what it returned."""
+    executed: list[str] = []
+
+    def count_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        executed.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count_query):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = fn()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {"wall": wall * 1000, "cpu": cpu * 1000, "queries": len(executed), "result": result}
+
+
+def probe_run_ends(count: int, *, seed: int = 5) -> list[dict[str, Any]]:
+    """``count`` run ends on the probe board ``bench-board`` (seeded by ``boards_probes``):
+    half new models, half new reports of existing ones; each timed like the audit ones."""
+    from benchmarks_app.models import (
+        Benchmark,
+        ProbeBoardRow,
+        ProbeRunReport,
+        ProbeSuite,
+        ResponseSubmission,
+        RunStatus,
+    )
+    from benchmarks_app.models import EvaluationRun as Run
+    from benchmarks_app.services.probes.boards import probe_board_refresh_for_run
+
+    rng = random.Random(seed)
+    suite = ProbeSuite.objects.get(name="bench-board")
+    existing = list(ResponseSubmission.objects.filter(suite=suite).values_list("pk", flat=True))
+    out = []
+    for k in range(count):
+        if k % 2 == 0:
+            sub = ResponseSubmission.objects.create(suite=suite, model_name=f"new-model-{k:03d}")
+        else:
+            sub = ResponseSubmission.objects.get(pk=rng.choice(existing))
+        run = Run.objects.create(
+            benchmark=Benchmark.PROBES,
+            status=RunStatus.SUCCEEDED,
+            is_complete=True,
+            probe_submission=sub,
+        )
+        value = rng.random()
+        ProbeRunReport.objects.create(
+            run=run,
+            submission=sub,
+            metrics={"suite_version": "benchv1", "counts": {"evaluated": 40}},
+            resilience_index=value,
+            pass_rate=rng.random(),
+            ci={"metric": "resilience_index", "low": max(0, value - 0.05), "high": value + 0.05},
+        )
+        before = ProbeBoardRow.objects.count()
+        timed = _timed(lambda run=run: probe_board_refresh_for_run(run=run))
+        assert ProbeBoardRow.objects.count() == before + (k % 2 == 0)
+        out.append({**timed, "kind": "new" if k % 2 == 0 else "rerun"})
+    return out
+
+
 def _reads(size: int) -> list[tuple[str, str, str]]:
     """(board, case, url): the API's and the page's first, sorted and last pages."""
     from django.urls import reverse
@@ -280,7 +341,8 @@ def run(out: TextIO, *, sizes: tuple[int, ...] = SIZES, reads: int = READS) -> N
     out.write(
         f"db: {connection.vendor}; per size a fresh database seeded in bulk; {reads} GETs per "
         f"read case after {WARMUP} warm-up (test client: middleware, DRF, templates; no "
-        f"sockets, anonymous); {RUN_ENDS} audit run ends (new scanner / re-run alternating)\n"
+        f"sockets, anonymous); {RUN_ENDS} audit and {RUN_ENDS} probe run ends (new entrant / "
+        "re-run alternating)\n"
     )
     summary = []
     for size in sizes:
@@ -321,6 +383,7 @@ def run(out: TextIO, *, sizes: tuple[int, ...] = SIZES, reads: int = READS) -> N
                         f"{m['p50']:>8.1f}{m['p95']:>8.1f}{m['max']:>8.1f}\n"
                     )
                 ends = audit_run_ends(release, RUN_ENDS)
+                probe_ends = probe_run_ends(RUN_ENDS)
             finally:
                 gc.unfreeze()
             out.write(
@@ -336,6 +399,12 @@ def run(out: TextIO, *, sizes: tuple[int, ...] = SIZES, reads: int = READS) -> N
                     f"{sorted({e['queries'] for e in mine})}, rows written "
                     f"{[e['written'] for e in mine]}\n"
                 )
+            out.write(
+                f"  probe run end (probe_board_refresh_for_run): wall ms "
+                f"{_ms([e['wall'] for e in probe_ends])}, CPU ms "
+                f"{_ms([e['cpu'] for e in probe_ends])} (p50 p95 max), queries "
+                f"{sorted({e['queries'] for e in probe_ends})}\n"
+            )
             summary.append(
                 (
                     size,
