@@ -413,6 +413,9 @@ class AuditBoardRow(models.Model):
     is_complete = models.BooleanField(default=False)
     metrics = models.JSONField(default=dict, blank=True)
     f1_with_partial = models.FloatField(null=True, blank=True)
+    # The metrics' F1, the board's second sort key, as a column: re-ranking a board reads it
+    # for every row, and parsing every row's metrics document would cost more than the rest.
+    f1 = models.FloatField(null=True, blank=True)
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
     ci_level = models.FloatField(null=True, blank=True)
@@ -438,7 +441,14 @@ class AuditBoardRow(models.Model):
                 name="uniq_audit_phase_board_row",
             ),
         ]
-        indexes = [models.Index(fields=["release", "judge", "phase", "position"])]
+        indexes = [
+            models.Index(fields=["release", "judge", "phase", "position"]),
+            # The page's two tables (ranked rows, then the others): their counts and pages.
+            models.Index(
+                fields=["release", "judge", "phase", "is_complete", "position"],
+                name="audit_board_complete_pos",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.release} / {self.judge}: {self.scanner}"

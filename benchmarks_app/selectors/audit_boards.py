@@ -94,9 +94,15 @@ def release_repos(release: DatasetRelease) -> list[Repo]:
 
 
 def _board_runs(
-    *, release: DatasetRelease, judge: str, phase: Phase | None = None
+    *,
+    release: DatasetRelease,
+    judge: str,
+    phase: Phase | None = None,
+    scanner_id: int | None = None,
 ) -> list[EvaluationRun]:
     runs = EvaluationRun.objects.filter(benchmark=Benchmark.AUDIT, release=release)
+    if scanner_id is not None:
+        runs = runs.filter(scanner_id=scanner_id)
     if phase is not None:
         runs = runs.filter(phase=phase)
     else:
@@ -114,28 +120,37 @@ def board_run_ids(*, release: DatasetRelease, judge: str, phase: Phase | None = 
 
 
 def board_chosen_runs(
-    *, release: DatasetRelease, judge: str, phase: Phase | None = None
+    *,
+    release: DatasetRelease,
+    judge: str,
+    phase: Phase | None = None,
+    scanner_id: int | None = None,
 ) -> dict[int, int]:
     """Scanner id → the run its owner chose for this board (the latest choice on a whole
-    release's board, where each phase may hold one)."""
+    release's board, where each phase may hold one); of one scanner only with ``scanner_id``."""
     chosen: dict[int, int] = {}
-    for run in _board_runs(release=release, judge=judge, phase=phase):
+    for run in _board_runs(release=release, judge=judge, phase=phase, scanner_id=scanner_id):
         if run.board_choice and run.scanner_id is not None:
             chosen[run.scanner_id] = max(run.pk, chosen.get(run.scanner_id, 0))
     return chosen
 
 
 def board_repo_results(
-    *, release: DatasetRelease, judge: str, phase: Phase | None = None
+    *,
+    release: DatasetRelease,
+    judge: str,
+    phase: Phase | None = None,
+    scanner_id: int | None = None,
 ) -> list[AuditRepoResult]:
     """Per scanner and repo of the release, the result the board counts.
 
     A scanner whose owner chose a run: that run's complete results (the owner chose them,
     even if newer versions were uploaded since). Any other scanner: per repo, the latest
     complete result of the board's runs whose judged version is still the current one.
+    With ``scanner_id``, that scanner's results only (what one run's end changes).
     """
-    runs = _board_runs(release=release, judge=judge, phase=phase)
-    chosen = board_chosen_runs(release=release, judge=judge, phase=phase)
+    runs = _board_runs(release=release, judge=judge, phase=phase, scanner_id=scanner_id)
+    chosen = board_chosen_runs(release=release, judge=judge, phase=phase, scanner_id=scanner_id)
     repo_ids = release_repo_ids(release)
     others = [r.pk for r in runs if r.scanner_id not in chosen]
     qs = AuditRepoResult.objects.filter(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from benchmarks_app.services.audit.boards import (
     audit_board_refresh,
     audit_board_refresh_for_run,
+    audit_board_update,
     audit_boards_refresh_all,
     audit_boards_refresh_for_release,
     audit_boards_refresh_for_scanners,
@@ -62,6 +63,7 @@ __all__ = [
     "TruthConflict",
     "audit_board_refresh",
     "audit_board_refresh_for_run",
+    "audit_board_update",
     "audit_boards_refresh_all",
     "audit_boards_refresh_for_release",
     "audit_boards_refresh_for_scanners",

@@ -25,7 +25,18 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import transaction
+import numpy as np
+from django.db import connection, transaction
+from django.db.models import (
+    Case,
+    F,
+    FloatField,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce, Greatest, Least
 
 from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Scanner
 from benchmarks_app.models.audit import AuditBoardRow, DatasetRelease
@@ -35,12 +46,15 @@ from benchmarks_app.selectors.audit_boards import (
     board_repo_results,
     release_repo_ids,
 )
+from benchmarks_app.services.board_marks import MarkPlan, marks_write
 from scoring.audit.board import (
     BOARD_LEVEL,
     BOARD_RESAMPLES,
     BOARD_SEED,
     BoardEntry,
+    board_spans,
     f1_with_partial_interval,
+    order_board,
     rank_board,
 )
 from scoring.audit.metrics import overall
@@ -114,6 +128,28 @@ def _methods(
     }
 
 
+def _row_fields(
+    rows: list[AuditRepoResult],
+    *,
+    repos_total: int,
+    previous: AuditBoardRow | None,
+    method: dict[str, str],
+) -> dict[str, Any]:
+    """A scanner's stored row (all but its place on the board) from the repo results it sums."""
+    totals = _totals(rows)
+    return {
+        "run_ids": sorted({r.run_id for r in rows}),
+        "repo_result_ids": sorted(r.pk for r in rows),
+        "repos_evaluated": len(rows),
+        "repos_total": repos_total,
+        "is_complete": len(rows) >= repos_total > 0,
+        "metrics": {**totals, **method},
+        "f1_with_partial": totals.get("f1_with_partial"),
+        "f1": totals.get("f1"),
+        **_interval_fields(rows, previous),
+    }
+
+
 @transaction.atomic
 def audit_board_refresh(
     *, release: DatasetRelease, judge: str, phase: Phase | None = None
@@ -132,61 +168,199 @@ def audit_board_refresh(
     fields: dict[int, dict[str, Any]] = {}
     entries = []
     for scanner_id, rows in by_scanner.items():
-        totals = _totals(rows)
-        complete = len(rows) >= repos_total > 0
-        fields[scanner_id] = {
-            "run_ids": sorted({r.run_id for r in rows}),
-            "repo_result_ids": sorted(r.pk for r in rows),
-            "repos_evaluated": len(rows),
-            "repos_total": repos_total,
-            "is_complete": complete,
-            "metrics": {**totals, **methods.get(scanner_id, {})},
-            "f1_with_partial": totals.get("f1_with_partial"),
-            **_interval_fields(rows, previous.get(scanner_id)),
-        }
-        low, high = fields[scanner_id]["ci_low"], fields[scanner_id]["ci_high"]
+        fields[scanner_id] = _row_fields(
+            rows,
+            repos_total=repos_total,
+            previous=previous.get(scanner_id),
+            method=methods.get(scanner_id, {}),
+        )
+        row = fields[scanner_id]
+        low, high = row["ci_low"], row["ci_high"]
         entries.append(
             BoardEntry(
                 scanner=names[scanner_id],
-                complete=complete,
+                complete=row["is_complete"],
                 repos_evaluated=len(rows),
-                f1_with_partial=totals.get("f1_with_partial"),
-                f1=totals.get("f1"),
+                f1_with_partial=row["f1_with_partial"],
+                f1=row["f1"],
                 ci=(low, high) if low is not None and high is not None else None,
             )
         )
     ids = {name: pk for pk, name in names.items()}
     board.delete()
     created = AuditBoardRow.objects.bulk_create(
-        AuditBoardRow(
-            release=release,
-            judge=judge,
-            phase=phase,
-            scanner_id=ids[entry.scanner],
-            position=position,
-            rank=entry.rank,
-            rank_low=entry.rank_low,
-            rank_high=entry.rank_high,
-            tied_with_above=entry.tied_with_above,
-            **fields[ids[entry.scanner]],
-        )
-        for position, entry in enumerate(rank_board(entries), start=1)
+        (
+            AuditBoardRow(
+                release=release,
+                judge=judge,
+                phase=phase,
+                scanner_id=ids[entry.scanner],
+                position=position,
+                rank=entry.rank,
+                rank_low=entry.rank_low,
+                rank_high=entry.rank_high,
+                tied_with_above=entry.tied_with_above,
+                **fields[ids[entry.scanner]],
+            )
+            for position, entry in enumerate(rank_board(entries), start=1)
+        ),
+        batch_size=2_000,
     )
     return created
 
 
-def audit_board_refresh_for_run(*, run: EvaluationRun) -> list[AuditBoardRow]:
-    """Rewrite the boards a finished audit run counts on: its release's whole board and, for a
-    run of a phase, that phase's board (none for runs without a release). Returns the rows of
-    the whole board."""
+@transaction.atomic
+def audit_board_update(
+    *, release: DatasetRelease, judge: str, scanner_id: int, phase: Phase | None = None
+) -> int:
+    """Bring one scanner's row of a board up to date with its results, then re-rank the board
+    (what a run's end changes); the number of rows written.
+
+    The scanner's row alone is rebuilt from results (its interval only if the results it sums
+    changed); the other rows keep theirs and get new places, ranks, rank ranges and ties from
+    :func:`~scoring.audit.board.order_board` over their stored numbers, exactly as
+    :func:`audit_board_refresh` would give them. Only the rows whose marks change are
+    written, mostly by a few range updates (``position = position + 1`` over the rows a new
+    entry passes). The release row is locked meanwhile, as by the full refresh, so two runs
+    ending at once update the board one after the other; readers never wait for it.
+    """
+    DatasetRelease.objects.select_for_update().filter(pk=release.pk).first()
+    board = AuditBoardRow.objects.filter(release=release, judge=judge, phase=phase)
+    repos_total = len(release_repo_ids(release))
+    stored_total = board.order_by().values_list("repos_total", flat=True).first()
+    if stored_total is not None and stored_total != repos_total:
+        # The release's repos changed since the board was written: every row's coverage did.
+        return len(audit_board_refresh(release=release, judge=judge, phase=phase))
+    rows = board_repo_results(release=release, judge=judge, phase=phase, scanner_id=scanner_id)
+    previous = board.filter(scanner_id=scanner_id).first()
+    entrant: int | None = None
+    if rows:
+        method = _methods(
+            {scanner_id: rows},
+            board_chosen_runs(release=release, judge=judge, phase=phase, scanner_id=scanner_id),
+        ).get(scanner_id, {})
+        fields = _row_fields(rows, repos_total=repos_total, previous=previous, method=method)
+        if previous is None:
+            # Placed by the re-ranking below.
+            previous = AuditBoardRow(
+                release=release, judge=judge, phase=phase, scanner_id=scanner_id, position=0
+            )
+        for name, value in fields.items():
+            setattr(previous, name, value)
+        previous.save()
+        entrant = previous.pk
+    elif previous is not None:
+        previous.delete()
+    return board_rerank(board, entrant=entrant)
+
+
+# The columns a board is ranked on, read for every row when one row changes (never the
+# metrics document).
+_LIGHT_COLUMNS = (
+    "pk",
+    "scanner__name",
+    "is_complete",
+    "repos_evaluated",
+    "f1_with_partial",
+    "ci_low",
+    "ci_high",
+    "position",
+    "rank",
+    "rank_low",
+    "rank_high",
+    "tied_with_above",
+    "f1",
+)
+_MARKS = ("position", "rank", "rank_low", "rank_high", "tied_with_above")
+
+
+def _light_rows(board: QuerySet[AuditBoardRow]) -> list[tuple[Any, ...]]:
+    query = board.order_by().values_list(*_LIGHT_COLUMNS)
+    # Straight from the cursor: model or values() iteration costs more than the ranking.
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _span_sql() -> tuple[Any, Any]:
+    """The SQL of :func:`scoring.audit.board.board_spans` (low, high) on a stored row."""
+    value = Coalesce(F("f1_with_partial"), Value(0.0), output_field=FloatField())
+    has_ci = Q(ci_low__isnull=False, ci_high__isnull=False)
+    low = Case(When(has_ci, then=Least(F("ci_low"), value)), default=value)
+    high = Case(When(has_ci, then=Greatest(F("ci_high"), value)), default=value)
+    return low, high
+
+
+def board_rerank(board: QuerySet[AuditBoardRow], *, entrant: int | None = None) -> int:
+    """Give the rows of ``board`` the places and marks of a full re-ranking, writing only the
+    rows whose marks change; ``entrant`` (a row id) is the row that changed, written whole.
+    Returns the number of rows written.
+
+    A new or improved entry shifts the places and ranks of the rows it passes and the rank
+    ranges of the rows its interval moves across: each such set is a range of the rows'
+    place or span, so it is written as ``mark = mark + 1`` over that range (a few UPDATE
+    statements, whatever the board's size); what is not a range is written row by row.
+    """
+    rows = _light_rows(board)
+    if not rows:
+        return 0
+    pks, names, complete, repos, f1p, ci_low, ci_high, *_, f1 = zip(*rows, strict=True)
+    done = np.asarray(complete, dtype=np.bool_)
+    marks = order_board(
+        names=names,
+        complete=done.tolist(),
+        repos_evaluated=repos,
+        f1_with_partial=f1p,
+        f1=f1,
+        ci_low=ci_low,
+        ci_high=ci_high,
+    )
+    n = len(rows)
+    new = {
+        "position": np.empty(n, dtype=np.int64),
+        "rank": marks.rank,
+        "rank_low": marks.rank_low,
+        "rank_high": marks.rank_high,
+        "tied_with_above": marks.tied_with_above.astype(np.int64),
+    }
+    new["position"][marks.order] = np.arange(1, n + 1, dtype=np.int64)
+    old = {
+        mark: np.asarray([0 if r[7 + i] is None else int(r[7 + i]) for r in rows], dtype=np.int64)
+        for i, mark in enumerate(_MARKS)
+    }
+    ids = np.asarray(pks, dtype=np.int64)
+    lows, highs = board_spans(f1p, ci_low, ci_high)
+    low_sql, high_sql = _span_sql()
+    complete_sql = Q(is_complete=True)
+    plans = [
+        MarkPlan("position", np.ones(n, dtype=np.bool_), old["position"], F("position")),
+        MarkPlan("rank", done, old["position"], F("position"), complete_sql),
+        MarkPlan("rank_low", done, highs, high_sql, complete_sql),
+        MarkPlan("rank_high", done, lows, low_sql, complete_sql),
+    ]
+    return marks_write(board, ids=ids, old=old, new=new, plans=plans, entrant=entrant)
+
+
+def audit_board_refresh_for_run(*, run: EvaluationRun) -> int:
+    """Update the boards a finished audit run counts on: its release's whole board and, for a
+    run of a phase, that phase's board (none for runs without a release). Returns the number
+    of rows written."""
     if run.benchmark != Benchmark.AUDIT or run.release_id is None:
-        return []
+        return 0
     release = DatasetRelease.objects.get(pk=run.release_id)
     judge = board_judge_key(run)
-    if run.phase_id is not None:
-        phase = Phase.objects.get(pk=run.phase_id)
-        audit_board_refresh(release=release, judge=judge, phase=phase)
-    return audit_board_refresh(release=release, judge=judge)
+    phase = Phase.objects.get(pk=run.phase_id) if run.phase_id is not None else None
+    if run.scanner_id is None:
+        written = len(audit_board_refresh(release=release, judge=judge, phase=phase))
+        return written + (len(audit_board_refresh(release=release, judge=judge)) if phase else 0)
+    # Only the run's scanner's results changed: its row, then the board's ranks.
+    written = 0
+    for board_phase in [phase, None] if phase is not None else [None]:
+        written += audit_board_update(
+            release=release, judge=judge, phase=board_phase, scanner_id=run.scanner_id
+        )
+    return written
 
 
 def _refresh_boards(boards: Iterable[tuple[int, str, int | None]]) -> int:

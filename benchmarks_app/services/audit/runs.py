@@ -39,7 +39,7 @@ from benchmarks_app.selectors.audit_boards import (
     published_release,
     release_repo_ids,
 )
-from benchmarks_app.services.audit.boards import audit_board_refresh
+from benchmarks_app.services.audit.boards import audit_board_update
 from benchmarks_app.services.entry_metadata import method_metadata_check
 from benchmarks_app.services.judge_records import judge_record_find
 from benchmarks_app.services.runs import run_create
@@ -308,8 +308,10 @@ def audit_run_choose(*, user: Any, run: EvaluationRun, chosen: bool = True) -> E
         locked.board_choice = chosen
         locked.save(update_fields=["board_choice", "updated_at"])
     assert locked.release is not None
+    # Only this scanner's entry changes: its row, then the boards' ranks.
     for judge in sorted(judges):
-        if locked.phase is not None:
-            audit_board_refresh(release=locked.release, judge=judge, phase=locked.phase)
-        audit_board_refresh(release=locked.release, judge=judge)
+        for phase in [locked.phase, None] if locked.phase is not None else [None]:
+            audit_board_update(
+                release=locked.release, judge=judge, phase=phase, scanner_id=scanner.pk
+            )
     return locked

@@ -19,9 +19,11 @@ import enum
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Q
+import numpy as np
+from django.db import connection, transaction
+from django.db.models import F, Q, QuerySet
 from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce, Greatest, Least
 
 from benchmarks_app.models import (
     EvaluationRun,
@@ -31,8 +33,10 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.services.board_marks import MarkPlan, marks_write
 from scoring.probes.metrics import RANKING_METRIC
 from scoring.stats import board_ranks
+from scoring.stats.bootstrap import widen_spans
 
 
 class _Every(enum.Enum):
@@ -65,11 +69,16 @@ def _sort_key(report: ProbeRunReport) -> tuple[Any, ...]:
     )
 
 
-def _board_reports(suite: ProbeSuite, phase: Phase | None) -> list[ProbeRunReport]:
-    """Every succeeded report that may count on ``suite``'s board of ``phase``, newest first."""
+def _board_reports(
+    suite: ProbeSuite, phase: Phase | None, model_name: str | None = None
+) -> list[ProbeRunReport]:
+    """Every succeeded report that may count on ``suite``'s board of ``phase``, newest first
+    (of one model with ``model_name``)."""
     qs = ProbeRunReport.objects.filter(
         submission__suite=suite, run__status=RunStatus.SUCCEEDED
     ).select_related("submission", "submission__phase")
+    if model_name is not None:
+        qs = qs.filter(submission__model_name=model_name)
     if phase is not None:
         qs = qs.filter(submission__phase=phase)
     else:
@@ -187,19 +196,108 @@ def probe_board_refresh(
     return written
 
 
+# --- Incremental update after one run's end (issue 25): the model's row, then the marks.
+
+_LIGHT = ("pk", "resilience_index", "pass_rate", "model_name", "ci_low", "ci_high")
+_MARKS = ("position", "rank", "rank_low", "rank_high", "tied")
+
+
+def _probe_rerank(board: QuerySet[ProbeBoardRow], *, entrant: int | None) -> int:
+    """Give the rows of ``board`` the places and marks :func:`_rows` would, writing only the
+    rows whose marks change (:mod:`benchmarks_app.services.board_marks`)."""
+    sql, params = board.order_by().values_list(*_LIGHT, *_MARKS).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if not rows:
+        return 0
+    n = len(rows)
+    pks, values, passes, names, ci_low, ci_high = list(zip(*rows, strict=True))[:6]
+    missing = np.asarray([v is None for v in values], dtype=np.bool_)
+    value = np.asarray([v or 0.0 for v in values], dtype=np.float64)
+    passed = np.asarray([p or 0.0 for p in passes], dtype=np.float64)
+    # The order of _sort_key: resilience (missing last), pass rate, model name.
+    order = np.lexsort((np.asarray(names, dtype=np.str_), -passed, -value, missing))
+    marks = board_ranks([(values[i], ci_low[i], ci_high[i]) for i in order.tolist()])
+    new = {mark: np.zeros(n, dtype=np.int64) for mark in _MARKS}
+    new["position"][order] = np.arange(1, n + 1, dtype=np.int64)
+    new["rank"] = new["position"]
+    new["rank_low"][order] = [m.rank_low or 0 for m in marks]
+    new["rank_high"][order] = [m.rank_high or 0 for m in marks]
+    new["tied"][order] = [int(m.tied) for m in marks]
+    old = {
+        mark: np.asarray([0 if r[6 + i] is None else int(r[6 + i]) for r in rows], dtype=np.int64)
+        for i, mark in enumerate(_MARKS)
+    }
+    # The spans board_ranks ranks with: a missing bound is the value; widened to contain it.
+    lows = np.asarray([v if lo is None else lo for v, lo in zip(value, ci_low, strict=True)])
+    highs = np.asarray([v if hi is None else hi for v, hi in zip(value, ci_high, strict=True)])
+    lows, highs = widen_spans(value, lows.astype(np.float64), highs.astype(np.float64))
+    point = F("resilience_index")
+    low_sql = Least(Coalesce(F("ci_low"), point), point)
+    high_sql = Greatest(Coalesce(F("ci_high"), point), point)
+    scored, scored_sql = ~missing, Q(resilience_index__isnull=False)
+    everyone = np.ones(n, dtype=np.bool_)
+    plans = [
+        MarkPlan("position", everyone, old["position"], F("position")),
+        MarkPlan("rank", everyone, old["position"], F("position")),
+        MarkPlan("rank_low", scored, highs, high_sql, scored_sql),
+        MarkPlan("rank_high", scored, lows, low_sql, scored_sql),
+    ]
+    ids = np.asarray(pks, dtype=np.int64)
+    return marks_write(board, ids=ids, old=old, new=new, plans=plans, entrant=entrant)
+
+
+@transaction.atomic
+def probe_board_update(
+    *, suite: ProbeSuite, suite_version: str, phase: Phase | None, model_name: str
+) -> int:
+    """Bring one model's row of a board up to date with its reports, then re-rank the board's
+    stored rows, writing only the rows that move; the number of rows written.
+
+    Gives what :func:`probe_board_refresh` of that board gives (a property test compares
+    them). The suite row is locked meanwhile, so two runs ending at once update the board
+    one after the other.
+    """
+    ProbeSuite.objects.select_for_update().filter(pk=suite.pk).first()
+    reports = [
+        r
+        for r in _board_reports(suite, phase, model_name)
+        if (r.version or "") == suite_version  # type: ignore[attr-defined]
+    ]
+    entry = _entries(reports).get((suite_version, model_name))
+    board = ProbeBoardRow.objects.filter(suite=suite, suite_version=suite_version, phase=phase)
+    previous = board.filter(model_name=model_name).first()
+    entrant: int | None = None
+    if entry is not None:
+        (row,) = _rows(suite, suite_version, phase, [entry])
+        row.pk = previous.pk if previous is not None else None
+        row.position = previous.position if previous is not None else 0
+        row.save()
+        entrant = row.pk
+    elif previous is not None:
+        previous.delete()
+    return _probe_rerank(board, entrant=entrant)
+
+
 def probe_board_refresh_for_run(*, run: EvaluationRun) -> None:
-    """Rewrite the boards ``run`` counts on: its suite version's board of all entries and,
-    when its submission belongs to a phase, that phase's board. A run that left no report
-    (failed, cancelled) changes no board."""
+    """Update the boards ``run`` counts on: its suite version's board of all entries and,
+    when its submission belongs to a phase, that phase's board; only the model's row and the
+    rows whose places or marks move are written. A run that left no report (failed,
+    cancelled) changes no board."""
     report = ProbeRunReport.objects.filter(run=run).select_related("submission").first()
     if report is None:
         return
     submission = report.submission
     version = report_version(report)
     suite = ProbeSuite.objects.get(pk=submission.suite_id)
-    probe_board_refresh(suite=suite, suite_version=version, phase=None)
+    phases: list[Phase | None] = [None]
     if submission.phase_id is not None:
-        probe_board_refresh(suite=suite, suite_version=version, phase=submission.phase)
+        phases.append(submission.phase)
+    for phase in phases:
+        probe_board_update(
+            suite=suite, suite_version=version, phase=phase, model_name=submission.model_name
+        )
 
 
 def probe_board_refresh_for_phase(*, phase: Phase) -> None:

@@ -1,0 +1,423 @@
+"""Boards at 1,000, 10,000 and 100,000 entries: reads, and what one run's end costs (issue 25).
+
+For each size, a throw-away database (as in :mod:`benchmarks_app.bench.api`) is seeded in
+bulk (``bulk_create`` in batches, never the services per entrant):
+
+* audit: one scanner per entry on a two-repo release, a succeeded run and its repo results
+  (one in ten evaluated on one repo only: incomplete), and the board's stored rows, ordered
+  and ranked by :func:`scoring.audit.board.order_board` as a rebuild would. The seeded rows'
+  intervals are their F1+ ± a random half-width, not bootstraps (100,000 bootstraps would be
+  the 29 minutes the issue reports); the run ends measured below compute real ones;
+* probes and checklist: the seeding of ``boards_probes`` and ``boards_checklist``, whose rows
+  are written by the boards' full refresh (its time is printed: a checklist run's end still
+  costs that refresh; a probe run's end is incremental and measured below).
+
+Then, per board: the API's first page, a sorted page and the last page, and the web page's
+(templates rendered), ``READS`` GETs each through the whole Django stack (test client, no
+sockets): p50/p95 ms and the queries of one request. Then ``RUN_ENDS`` audit run ends (half
+of new scanners, half of existing ones with new results), each a run and its results created
+in bulk and ``audit_board_refresh_for_run`` timed: wall and CPU ms (the database is SQLite,
+in process, so CPU time includes its work; other processes sharing the machine inflate wall
+time, not CPU time), queries and rows written; then as many probe run ends
+(``probe_board_refresh_for_run``), timed the same way.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import time
+from typing import Any, TextIO
+
+from django.db import connection
+from django.test import Client
+from django.test.utils import override_settings
+
+from benchmarks_app.bench._timing import percentile, time_gets
+from benchmarks_app.bench.api import _scratch_database
+
+SIZES = (1_000, 10_000, 100_000)
+READS = 40  # per case, after warm-up
+WARMUP = 3
+RUN_ENDS = 10
+REPOS = 2
+TARGET_READ_P95_MS = 50.0
+TARGET_RUN_END_P95_MS = 100.0
+
+
+def _counts(rng: random.Random) -> tuple[int, int, int, int]:
+    truth = 20
+    tp, partial = rng.randint(0, 15), rng.randint(0, 3)
+    return truth, tp, partial, rng.randint(0, 30)
+
+
+def _repo_metrics(project_id: str, counts: tuple[int, int, int, int]) -> dict[str, Any]:
+    truth, tp, partial, fp = counts
+    return {
+        "repo": project_id,
+        "truth": truth,
+        "scan": tp + partial + fp,
+        "qa": 0,
+        "tp": tp,
+        "partial": partial,
+        "fp": fp,
+        "fn": truth - tp - partial,
+        "truth_severity_counts": {},
+        "scan_severity_counts": {},
+    }
+
+
+def seed_audit(entries: int, *, seed: int = 11) -> Any:
+    """``entries`` scanners with a run and results on release ``bench@1``, and the board's
+    rows, all in bulk. Returns the release."""
+    from benchmarks_app.models import (
+        AuditDataset,
+        AuditRepoResult,
+        Benchmark,
+        EvaluationRun,
+        Repo,
+        RunStatus,
+        Scanner,
+    )
+    from benchmarks_app.models.audit import AuditBoardRow
+    from benchmarks_app.services.audit import audit_release_create, audit_release_publish
+    from scoring.audit.board import BOARD_LEVEL, BOARD_RESAMPLES, BOARD_SEED, order_board
+    from scoring.audit.metrics import overall
+
+    rng = random.Random(seed)
+    repos = [
+        Repo.objects.create(project_id=f"bench_{i}_2025_01", name=f"Bench {i}")
+        for i in range(REPOS)
+    ]
+    dataset = AuditDataset.objects.create(slug="bench", name="Bench")
+    dataset.repos.add(*repos)
+    release = audit_release_publish(release=audit_release_create(dataset=dataset))
+    scanners = Scanner.objects.bulk_create(
+        (Scanner(name=f"scanner-{i:06d}", is_baseline=i % 500 == 0) for i in range(entries)),
+        batch_size=5_000,
+    )
+    runs = EvaluationRun.objects.bulk_create(
+        (
+            EvaluationRun(
+                benchmark=Benchmark.AUDIT,
+                status=RunStatus.SUCCEEDED,
+                is_complete=True,
+                progress_done=REPOS,
+                progress_total=REPOS,
+                scanner=scanner,
+                release=release,
+                judge="offline",
+            )
+            for scanner in scanners
+        ),
+        batch_size=5_000,
+    )
+    results = []
+    for i, (run, scanner) in enumerate(zip(runs, scanners, strict=True)):
+        for repo in repos[: 1 if i % 10 == 3 else REPOS]:
+            results.append(
+                AuditRepoResult(
+                    run=run,
+                    repo=repo,
+                    scanner=scanner,
+                    is_complete=True,
+                    judge="offline",
+                    metrics=_repo_metrics(repo.project_id, _counts(rng)),
+                )
+            )
+    results = AuditRepoResult.objects.bulk_create(results, batch_size=5_000)
+    by_run: dict[int, list[Any]] = {}
+    for result in results:
+        by_run.setdefault(result.run_id, []).append(result)
+    rows = []
+    for run, scanner in zip(runs, scanners, strict=True):
+        mine = by_run[run.pk]
+        totals = overall([r.metrics for r in mine])
+        for key in ("repo", "truth_severity_counts", "scan_severity_counts"):
+            totals.pop(key, None)
+        value = totals.get("f1_with_partial")
+        half = rng.uniform(0.01, 0.08)
+        rows.append(
+            AuditBoardRow(
+                release=release,
+                judge="offline",
+                scanner=scanner,
+                run_ids=[run.pk],
+                repo_result_ids=sorted(r.pk for r in mine),
+                repos_evaluated=len(mine),
+                repos_total=REPOS,
+                is_complete=len(mine) == REPOS,
+                metrics=totals,
+                f1_with_partial=value,
+                f1=totals.get("f1"),
+                ci_low=None if value is None else max(0.0, value - half),
+                ci_high=None if value is None else min(1.0, value + half),
+                ci_level=BOARD_LEVEL,
+                ci_resamples=BOARD_RESAMPLES,
+                ci_seed=BOARD_SEED,
+            )
+        )
+    marks = order_board(
+        names=[s.name for s in scanners],
+        complete=[r.is_complete for r in rows],
+        repos_evaluated=[r.repos_evaluated for r in rows],
+        f1_with_partial=[r.f1_with_partial for r in rows],
+        f1=[r.f1 for r in rows],
+        ci_low=[r.ci_low for r in rows],
+        ci_high=[r.ci_high for r in rows],
+    )
+    for position, i in enumerate(marks.order.tolist(), start=1):
+        row = rows[i]
+        row.position = position
+        if row.is_complete:
+            row.rank = int(marks.rank[i])
+            row.rank_low = int(marks.rank_low[i])
+            row.rank_high = int(marks.rank_high[i])
+            row.tied_with_above = bool(marks.tied_with_above[i])
+    AuditBoardRow.objects.bulk_create(rows, batch_size=5_000)
+    return release
+
+
+def audit_run_ends(release: Any, count: int, *, seed: int = 5) -> list[dict[str, Any]]:
+    """``count`` run ends on the board: half new scanners, half existing ones with new
+    results; for each, wall and CPU ms of ``audit_board_refresh_for_run``, queries, rows."""
+    from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, RunStatus, Scanner
+    from benchmarks_app.services.audit.boards import audit_board_refresh_for_run
+
+    rng = random.Random(seed)
+    repos = list(release.repos.order_by("project_id"))
+    existing = list(Scanner.objects.order_by("pk").values_list("pk", flat=True)[:100_000])
+    out = []
+    for k in range(count):
+        if k % 2 == 0:
+            scanner = Scanner.objects.create(name=f"new-scanner-{seed}-{k:03d}")
+        else:
+            scanner = Scanner.objects.get(pk=rng.choice(existing))
+        run = EvaluationRun.objects.create(
+            benchmark=Benchmark.AUDIT,
+            status=RunStatus.SUCCEEDED,
+            is_complete=True,
+            scanner=scanner,
+            release=release,
+            judge="offline",
+        )
+        AuditRepoResult.objects.bulk_create(
+            AuditRepoResult(
+                run=run,
+                repo=repo,
+                scanner=scanner,
+                is_complete=True,
+                judge="offline",
+                metrics=_repo_metrics(repo.project_id, _counts(rng)),
+            )
+            for repo in repos
+        )
+        executed: list[str] = []
+
+        def count_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            executed.append(sql)  # noqa: B023 - one list per run end
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(count_query):
+            wall, cpu = time.perf_counter(), time.process_time()
+            written = audit_board_refresh_for_run(run=run)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        out.append(
+            {
+                "kind": "new" if k % 2 == 0 else "rerun",
+                "wall": wall * 1000,
+                "cpu": cpu * 1000,
+                "queries": len(executed),
+                "written": written,
+            }
+        )
+    return out
+
+
+def _timed(fn: Any) -> dict[str, Any]:
+    """Wall and CPU ms of ``fn()``, its queries, and what it returned."""
+    executed: list[str] = []
+
+    def count_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        executed.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count_query):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = fn()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {"wall": wall * 1000, "cpu": cpu * 1000, "queries": len(executed), "result": result}
+
+
+def probe_run_ends(count: int, *, seed: int = 5) -> list[dict[str, Any]]:
+    """``count`` run ends on the probe board ``bench-board`` (seeded by ``boards_probes``):
+    half new models, half new reports of existing ones; each timed like the audit ones."""
+    from benchmarks_app.models import (
+        Benchmark,
+        ProbeBoardRow,
+        ProbeRunReport,
+        ProbeSuite,
+        ResponseSubmission,
+        RunStatus,
+    )
+    from benchmarks_app.models import EvaluationRun as Run
+    from benchmarks_app.services.probes.boards import probe_board_refresh_for_run
+
+    rng = random.Random(seed)
+    suite = ProbeSuite.objects.get(name="bench-board")
+    existing = list(ResponseSubmission.objects.filter(suite=suite).values_list("pk", flat=True))
+    out = []
+    for k in range(count):
+        if k % 2 == 0:
+            sub = ResponseSubmission.objects.create(suite=suite, model_name=f"new-model-{k:03d}")
+        else:
+            sub = ResponseSubmission.objects.get(pk=rng.choice(existing))
+        run = Run.objects.create(
+            benchmark=Benchmark.PROBES,
+            status=RunStatus.SUCCEEDED,
+            is_complete=True,
+            probe_submission=sub,
+        )
+        value = rng.random()
+        ProbeRunReport.objects.create(
+            run=run,
+            submission=sub,
+            metrics={"suite_version": "benchv1", "counts": {"evaluated": 40}},
+            resilience_index=value,
+            pass_rate=rng.random(),
+            ci={"metric": "resilience_index", "low": max(0, value - 0.05), "high": value + 0.05},
+        )
+        before = ProbeBoardRow.objects.count()
+        timed = _timed(lambda run=run: probe_board_refresh_for_run(run=run))
+        assert ProbeBoardRow.objects.count() == before + (k % 2 == 0)
+        out.append({**timed, "kind": "new" if k % 2 == 0 else "rerun"})
+    return out
+
+
+def _reads(size: int) -> list[tuple[str, str, str]]:
+    """(board, case, url): the API's and the page's first, sorted and last pages."""
+    from django.urls import reverse
+
+    api_last = -(-size // 50)
+    page_last = -(-size // 100)
+    audit_api = reverse("api:audit-leaderboard")
+    probes_api = reverse("api:probes-leaderboard") + "?suite=bench-board&"
+    checklist_api = reverse("api:checklist-leaderboard") + "?challenge=bench-board&"
+    return [
+        ("audit", "API page 1", f"{audit_api}?page_size=50"),
+        ("audit", "API -tp page 2", f"{audit_api}?page_size=50&ordering=-tp&page=2"),
+        ("audit", "API last page", f"{audit_api}?page_size=50&page={api_last}"),
+        ("audit", "page 1", "/audit/"),
+        ("audit", "page sort=-tp p2", "/audit/?sort=-tp&page=2"),
+        ("audit", "page last", f"/audit/?page={page_last}"),
+        ("probes", "API page 1", f"{probes_api}page_size=50"),
+        ("probes", "API -pass_rate p2", f"{probes_api}page_size=50&ordering=-pass_rate&page=2"),
+        ("probes", "API last page", f"{probes_api}page_size=50&page={api_last}"),
+        ("probes", "page 1", "/probes/"),
+        ("probes", "page sort p2", "/probes/?bench-board-sort=pass_rate&bench-board-page=2"),
+        ("probes", "page last", f"/probes/?bench-board-page={page_last}"),
+        ("checklist", "API page 1", f"{checklist_api}page_size=50"),
+        ("checklist", "API -c_g page 2", f"{checklist_api}page_size=50&ordering=-c_g&page=2"),
+        ("checklist", "API last page", f"{checklist_api}page_size=50&page={api_last}"),
+        ("checklist", "page 1", "/checklist/?challenge=bench-board"),
+        ("checklist", "page sort p2", "/checklist/?challenge=bench-board&sort=-c_g&page=2"),
+        ("checklist", "page last", f"/checklist/?challenge=bench-board&page={page_last}"),
+    ]
+
+
+def _ms(values: list[float]) -> str:
+    return f"{percentile(values, 50):>8.1f}{percentile(values, 95):>8.1f}{max(values):>8.1f}"
+
+
+def run(out: TextIO, *, sizes: tuple[int, ...] = SIZES, reads: int = READS) -> None:
+    from django.conf import settings
+
+    from benchmarks_app.bench import boards_checklist, boards_probes
+
+    rates = {"anon": "1000000000/min", "user": "1000000000/min"}
+    rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
+    hosts = [*settings.ALLOWED_HOSTS, "testserver"]
+    out.write(
+        f"db: {connection.vendor}; per size a fresh database seeded in bulk; {reads} GETs per "
+        f"read case after {WARMUP} warm-up (test client: middleware, DRF, templates; no "
+        f"sockets, anonymous); {RUN_ENDS} audit and {RUN_ENDS} probe run ends (new entrant / "
+        "re-run alternating)\n"
+    )
+    summary = []
+    for size in sizes:
+        with (
+            override_settings(DEBUG=False, ALLOWED_HOSTS=hosts, REST_FRAMEWORK=rest),
+            _scratch_database(),
+        ):
+            started, cpu = time.perf_counter(), time.process_time()
+            release = seed_audit(size)
+            audit_s = time.perf_counter() - started
+            _, probes_refresh_s = boards_probes.seed(size)
+            checklist_refresh_s = boards_checklist.seed(size)
+            out.write(
+                f"\n{size:,} entries per board: seeded in {time.perf_counter() - started:.1f}s "
+                f"wall, {time.process_time() - cpu:.1f}s CPU (audit {audit_s:.1f}s; the probe "
+                f"board's full refresh {probes_refresh_s:.2f}s, the checklist board's "
+                f"{checklist_refresh_s:.2f}s)\n"
+            )
+            gc.collect()
+            gc.freeze()
+            try:
+                client = Client()
+                out.write(
+                    f"  {'board':<10}{'read':<20}{'queries':>8}{'p50 ms':>8}{'p95 ms':>8}"
+                    f"{'max ms':>8}\n"
+                )
+                worst = 0.0
+                for board, case, url in _reads(size):
+                    m = time_gets(
+                        client,
+                        [url] * reads,
+                        warmup=WARMUP,
+                        headers={"Accept": "application/json"} if "/api/" in url else None,
+                    )
+                    worst = max(worst, m["p95"])
+                    out.write(
+                        f"  {board:<10}{case:<20}{'/'.join(map(str, m['queries'])):>8}"
+                        f"{m['p50']:>8.1f}{m['p95']:>8.1f}{m['max']:>8.1f}\n"
+                    )
+                ends = audit_run_ends(release, RUN_ENDS)
+                probe_ends = probe_run_ends(RUN_ENDS)
+            finally:
+                gc.unfreeze()
+            out.write(
+                f"  audit run end (audit_board_refresh_for_run): {'p50':>8}{'p95':>8}{'max':>8}\n"
+            )
+            out.write(f"  {'wall ms':<45}{_ms([e['wall'] for e in ends])}\n")
+            out.write(f"  {'CPU ms':<45}{_ms([e['cpu'] for e in ends])}\n")
+            for kind in ("new", "rerun"):
+                mine = [e for e in ends if e["kind"] == kind]
+                out.write(
+                    f"  {kind:<6} wall ms {statistics.median(e['wall'] for e in mine):.1f}, "
+                    f"CPU ms {statistics.median(e['cpu'] for e in mine):.1f}, queries "
+                    f"{sorted({e['queries'] for e in mine})}, rows written "
+                    f"{[e['written'] for e in mine]}\n"
+                )
+            out.write(
+                f"  probe run end (probe_board_refresh_for_run): wall ms "
+                f"{_ms([e['wall'] for e in probe_ends])}, CPU ms "
+                f"{_ms([e['cpu'] for e in probe_ends])} (p50 p95 max), queries "
+                f"{sorted({e['queries'] for e in probe_ends})}\n"
+            )
+            summary.append(
+                (
+                    size,
+                    worst,
+                    percentile([e["wall"] for e in ends], 95),
+                    percentile([e["cpu"] for e in ends], 95),
+                )
+            )
+    out.write("\nsummary (targets: reads p95 < 50 ms, a run end p95 < 100 ms at 100,000)\n")
+    for size, read_p95, end_p95, end_cpu in summary:
+        out.write(
+            f"  {size:>8,} entries: worst read p95 {read_p95:.1f} ms "
+            f"({'met' if read_p95 < TARGET_READ_P95_MS else 'NOT met'}); audit run end p95 "
+            f"{end_p95:.1f} ms wall, {end_cpu:.1f} ms CPU "
+            f"({'met' if end_p95 < TARGET_RUN_END_P95_MS else 'NOT met'})\n"
+        )
