@@ -22,7 +22,7 @@ def fill_f1(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("benchmarks_app", "0012_run_list_indexes"),
+        ("benchmarks_app", "0017_judge_records"),
     ]
 
     operations = [
