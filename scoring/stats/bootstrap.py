@@ -17,6 +17,7 @@ of units, count and seed, so they give the same interval for the same metric.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
