@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 HIGH, MEDIUM, LOW, INFO, BEST_PRACTICES = "High", "Medium", "Low", "Info", "Best Practices"
 SEVERITIES = (HIGH, MEDIUM, LOW, INFO, BEST_PRACTICES)
@@ -155,3 +156,17 @@ class TruthOutcome:
     @property
     def label(self) -> str:
         return self.finding_id or str(self.truth_key)
+
+
+@functools.lru_cache(maxsize=1024)
+def batch_verdict_schema(indices: tuple[int, ...]) -> type[AuditVerdict]:
+    """:class:`AuditVerdict` whose ``index_of_finding_from_junior_auditor`` may only be one of
+    ``indices`` (the batch's scan findings) or -1: sent as the answer's JSON schema, a server
+    that enforces it (llama.cpp's grammar, vLLM's guided decoding) cannot answer an index
+    outside the batch. The answer is still an :class:`AuditVerdict`."""
+    allowed = tuple(sorted({-1, *indices}))
+    return create_model(
+        "AuditVerdict",
+        __base__=AuditVerdict,
+        index_of_finding_from_junior_auditor=(Literal[allowed], ...),  # type: ignore[valid-type]
+    )

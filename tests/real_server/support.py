@@ -124,10 +124,11 @@ def problems(run: EvaluationRun, texts: Iterable[str], log_text: str = "") -> di
         found["judged_too_little"].append(
             f"{parsed} of {answered} answers parsed (at least {MIN_PARSED:.0%} expected)"
         )
-    if run.progress_total and run.progress_done < MIN_PARSED * run.progress_total:
-        found["judged_too_little"].append(
-            f"{run.progress_done} of {run.progress_total} items judged"
-        )
+    # Not a share of items: audit matching stops a repo at its first truth finding that could
+    # not be judged (the later ones wait for a resume), so how many items a failed run judged
+    # depends on where a small model's first bad answer falls; the answers measure the judging.
+    if run.progress_total and run.progress_done == 0:
+        found["judged_too_little"].append(f"none of {run.progress_total} items judged")
     for cause in run_failure_causes(run=run) if run.status == "failed" else []:
         if cause.kind not in ALLOWED_CAUSES:
             found["unexpected_cause"].append(f"{cause.count} x {cause.kind}: {cause.message[:300]}")

@@ -7,10 +7,11 @@ from typing import Any
 
 from scoring.audit.judges.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_user_prompt
 from scoring.audit.matching import invalid_reason
-from scoring.audit.types import AuditVerdict, ScanItem, TruthItem
+from scoring.audit.types import AuditVerdict, ScanItem, TruthItem, batch_verdict_schema
 from scoring.judges.consensus import VoteFailed
 from scoring.judges.limits import gate_for
 from scoring.judges.llm import (
+    JSON_SCHEMA,
     ContextOverflow,
     JudgeCache,
     LLMConfig,
@@ -95,13 +96,20 @@ class OpenAIAuditJudge:
             prompt_version=PROMPT_VERSION,
             system=SYSTEM_PROMPT,
             user=build_user_prompt(truth, batch),
-            schema=AuditVerdict,
+            schema=self._schema(batch),
             vote_number=vote_number,
             cache=self.cache,
             record=self.record,
             validate=lambda v: invalid_reason(v, batch),
             limiter=self.limiter,
         )
+
+    def _schema(self, batch: Sequence[ScanItem]) -> type[AuditVerdict]:
+        # Where the server enforces the schema, it also keeps the chosen index to the batch's
+        # findings (or -1): a small model then cannot name a finding that is not there.
+        if self.config.response_format != JSON_SCHEMA:
+            return AuditVerdict
+        return batch_verdict_schema(tuple(s.index for s in batch))
 
     async def aclose(self) -> None:
         await self.client.close()
