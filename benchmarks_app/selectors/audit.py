@@ -330,9 +330,9 @@ def audit_run_detail(
             scan_is_current=version.is_current if version else True,
         )
     opened = _opened(list(sections.values()), truth_counts, view)
-    for pk, section in sections.items():
-        section.is_open = pk in opened
-        section.truth_count = truth_counts.get(pk, 0)
+    for pk, shown in sections.items():
+        shown.is_open = pk in opened
+        shown.truth_count = truth_counts.get(pk, 0)
     results = (
         AuditTruthResult.objects.filter(run=run, repo_id__in=opened)
         .select_related("truth_finding", "scan_finding", "repo")
