@@ -54,10 +54,13 @@ from scoring.audit.metrics import (
 
 __all__ = [
     "NOT_JUDGED",
+    "RUN_PAGE_REPOS",
+    "RUN_PAGE_ROWS",
     "AuditSubmissionQuota",
     "BoardNotFound",
     "RepoSection",
     "ReportNotFound",
+    "RunPage",
     "audit_daily_limit",
     "audit_leaderboard",
     "audit_report",
@@ -222,6 +225,12 @@ class RepoSection:
     # The scan result version this run judged on the repo, and whether it is still current.
     scan_version: int | None = None
     scan_is_current: bool = True
+    # Whether the page shows this repo's truth-finding rows (see RUN_PAGE_ROWS), and which of
+    # their pages.
+    is_open: bool = True
+    truth_count: int = 0
+    row_page: int = 1
+    row_pages: int = 1
 
     @property
     def percent(self) -> dict[str, str]:
@@ -240,8 +249,44 @@ class RepoSection:
         )
 
 
-def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[RepoSection]]:
-    """A run with per-repo tables of truth results; hidden truth text is left out."""
+# A run page holds at most this many truth-finding rows and repo sections, however large the
+# run (a ScaBench-sized run rendered every truth finding: megabytes): repos are opened in order
+# while their truth findings fit, the others are a link to their own page (``?repo=``), which
+# pages its rows; the repo sections themselves are paged too (``?repos=``).
+RUN_PAGE_ROWS = 200
+RUN_PAGE_REPOS = 50
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """Which part of a run its page shows: one repo (``repo``, rows page ``page``), or the
+    repo sections of page ``repos_page`` with as many repos opened as fit."""
+
+    repo: str | None = None
+    page: int = 1
+    repos_page: int = 1
+
+
+def _opened(sections: list[RepoSection], counts: dict[int, int], view: RunPage) -> set[int]:
+    if view.repo is not None:
+        return {s.repo.pk for s in sections if s.repo.project_id == view.repo}
+    opened: set[int] = set()
+    budget = RUN_PAGE_ROWS
+    for section in sections:
+        count = counts.get(section.repo.pk, 0)
+        if opened and count > budget:
+            break
+        opened.add(section.repo.pk)
+        budget -= count
+    return opened
+
+
+def audit_run_detail(
+    *, user: Any, run_id: int, view: RunPage | None = None
+) -> tuple[EvaluationRun, list[RepoSection]]:
+    """A run with per-repo tables of truth results, bounded in size (:data:`RUN_PAGE_ROWS`,
+    :data:`RUN_PAGE_REPOS`); hidden truth text is left out."""
+    view = view or RunPage()
     run = hidden_phase_runs_visible(visible_runs(user).filter(benchmark="audit"), user).get(
         pk=run_id
     )
@@ -256,19 +301,23 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
         p.repo_id: p.scan_result
         for p in AuditRunScan.objects.filter(run=run).select_related("scan_result")
     }
-    results = (
-        AuditTruthResult.objects.filter(run=run)
-        .select_related("truth_finding", "scan_finding", "repo")
-        .order_by("repo__project_id", "truth_finding__order", "id")
+    repos = list(run.repos.order_by("project_id"))
+    if view.repo is not None:
+        repos = [r for r in repos if r.project_id == view.repo]
+        if not repos:
+            raise EvaluationRun.DoesNotExist(f"repo: run #{run.pk} has no repo {view.repo!r}")
+    else:
+        start = (max(view.repos_page, 1) - 1) * RUN_PAGE_REPOS
+        repos = repos[start : start + RUN_PAGE_REPOS]
+    # What each repo's table would hold, judged or not yet (a run in progress has no repo
+    # results for the repos still being judged).
+    truths = TruthFinding.objects.filter(repo__in=repos)
+    truths = truths.filter(releases=run.release_id) if run.release_id else truths.current()
+    truth_counts = dict(
+        truths.order_by().values("repo_id").annotate(n=Count("id")).values_list("repo_id", "n")
     )
-    latest: dict[int, AuditTruthResult] = {}
-    for r in results:
-        previous = latest.get(r.truth_finding_id)
-        # A final outcome wins over an earlier judge failure of the same finding.
-        if previous is None or previous.outcome == MatchOutcome.JUDGE_FAILED:
-            latest[r.truth_finding_id] = r
     sections: dict[int, RepoSection] = {}
-    for repo in run.repos.order_by("project_id"):
+    for repo in repos:
         rr = repo_results.get(repo.pk)
         version = judged.get(repo.pk)
         sections[repo.pk] = RepoSection(
@@ -280,10 +329,25 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
             scan_version=version.version if version else None,
             scan_is_current=version.is_current if version else True,
         )
+    opened = _opened(list(sections.values()), truth_counts, view)
+    for pk, shown in sections.items():
+        shown.is_open = pk in opened
+        shown.truth_count = truth_counts.get(pk, 0)
+    results = (
+        AuditTruthResult.objects.filter(run=run, repo_id__in=opened)
+        .select_related("truth_finding", "scan_finding", "repo")
+        .order_by("repo__project_id", "truth_finding__order", "id")
+    )
+    latest: dict[int, AuditTruthResult] = {}
+    for r in results:
+        previous = latest.get(r.truth_finding_id)
+        # A final outcome wins over an earlier judge failure of the same finding.
+        if previous is None or previous.outcome == MatchOutcome.JUDGE_FAILED:
+            latest[r.truth_finding_id] = r
     ordered: dict[int, list[tuple[tuple[int, int], dict[str, Any]]]] = defaultdict(list)
     for r in latest.values():
         section = sections.get(r.repo_id)
-        if section is None:
+        if section is None or r.repo_id not in opened:
             continue
         dropped = section.metrics and r.truth_finding_id in section.metrics.get(
             "dropped_partials", []
@@ -307,7 +371,11 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
         )
     # A judge failure stops a repo; the truth findings after it have no result until the run
     # is resumed. They are listed so that the table accounts for every truth finding.
-    stopped = [pk for pk, s in sections.items() if s.metrics is not None and not s.is_complete]
+    stopped = [
+        pk
+        for pk, s in sections.items()
+        if s.metrics is not None and not s.is_complete and pk in opened
+    ]
     pending = TruthFinding.objects.filter(repo_id__in=stopped).exclude(pk__in=latest.keys())
     pending = pending.filter(releases=run.release_id) if run.release_id else pending.current()
     for t in pending:
@@ -329,7 +397,12 @@ def audit_run_detail(*, user: Any, run_id: int) -> tuple[EvaluationRun, list[Rep
             )
         )
     for repo_id, rows in ordered.items():
-        sections[repo_id].rows = [row for _, row in sorted(rows, key=lambda item: item[0])]
+        section = sections[repo_id]
+        ordered_rows = [row for _, row in sorted(rows, key=lambda item: item[0])]
+        section.row_pages = max(1, -(-len(ordered_rows) // RUN_PAGE_ROWS))
+        section.row_page = min(max(view.page, 1), section.row_pages)
+        first = (section.row_page - 1) * RUN_PAGE_ROWS
+        section.rows = ordered_rows[first : first + RUN_PAGE_ROWS]
     return run, list(sections.values())
 
 

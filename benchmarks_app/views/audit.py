@@ -25,7 +25,9 @@ from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus, Scanner
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.audit import (
+    RUN_PAGE_REPOS,
     ReportNotFound,
+    RunPage,
     audit_report,
     audit_run_detail,
 )
@@ -318,9 +320,15 @@ def scanner(request: HttpRequest, name: str) -> HttpResponseBase:
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     try:
-        run, sections = audit_run_detail(user=request.user, run_id=pk)
-    except EvaluationRun.DoesNotExist:
-        raise Http404("No such audit run") from None
+        view = RunPage(
+            repo=request.GET.get("repo") or None,
+            page=whole_number(request.GET.get("page")) or 1,
+            repos_page=whole_number(request.GET.get("repos")) or 1,
+        )
+        run, sections = audit_run_detail(user=request.user, run_id=pk, view=view)
+    except EvaluationRun.DoesNotExist as exc:
+        raise Http404(str(exc) or "No such audit run") from None
+    repo_count = run.repos.count()
     owner = run.scanner is not None and run.scanner.owner_id == getattr(request.user, "pk", -1)
     return render(
         request,
@@ -328,6 +336,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "run": run,
             "sections": sections,
+            "view": view,
+            "repo_pages": range(1, -(-repo_count // RUN_PAGE_REPOS) + 1)
+            if view.repo is None and repo_count > RUN_PAGE_REPOS
+            else [],
             "is_active": run.status in ACTIVE_STATUSES,
             "causes": ended_run_failure_causes(run=run),
             "can_choose": owner
