@@ -168,5 +168,5 @@ def batch_verdict_schema(indices: tuple[int, ...]) -> type[AuditVerdict]:
     return create_model(
         "AuditVerdict",
         __base__=AuditVerdict,
-        index_of_finding_from_junior_auditor=(Literal[allowed], ...),  # type: ignore[valid-type]
+        index_of_finding_from_junior_auditor=(Literal[allowed], ...),  # type: ignore[arg-type]
     )
