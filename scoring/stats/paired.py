@@ -1,0 +1,276 @@
+"""Paired comparisons of the entries of one board: one item resample shared by every entry.
+
+Entries of a board are scored on the same items (truth findings, probes, checklist
+questions), so an item that is hard for one entry tends to be hard for the others. Two
+separate intervals ignore that, and their overlap calls many real differences tied. The
+paired bootstrap resamples the items once per draw, for every entry alike, computes each
+entry's metric on that resample and takes the percentile interval of the *difference*
+between two entries' metrics (same draws as :mod:`scoring.stats.bootstrap`, so each entry's
+own interval is exactly its unpaired one).
+
+The paired rule, for rows ordered best first:
+
+* two entries differ significantly when the ``level`` percentile interval of their paired
+  difference excludes 0;
+* only pairs the unpaired rule leaves undecided (their intervals overlap, or for an exact
+  row, their values are equal) are tested; pairs the unpaired rule already separates stay
+  separated. So the paired rule can only split ties, never join entries;
+* to bound the work on large boards, an entry is tested against the overlapping entries
+  within ``window`` places of it; an overlapping pair further apart stays undecided (as
+  under the unpaired rule);
+* rank range: best = 1 + the number of entries significantly better; worst = the number of
+  ranked entries minus the number significantly worse;
+* "tied with the row above": the two are not significantly different.
+
+No correction for the number of comparisons is made: like the unpaired marks, each mark is
+one 95% statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scoring.stats.bootstrap import (
+    DEFAULT_LEVEL,
+    DEFAULT_RESAMPLES,
+    _check,
+    _exact_ranks,
+    _index_blocks,
+    span_rank_ranges,
+)
+
+# An entry is tested against overlapping entries at most this many places above and below.
+PAIRED_WINDOW = 50
+
+Statistic = Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]]
+
+
+@dataclass(frozen=True)
+class PairedEntry:
+    """One entry's per-item quantities, rows in the board's item order, and its metric.
+
+    ``matrix`` has one row per item and one column per summed quantity; ``statistic`` maps
+    an ``(m, columns)`` array of resample sums to ``m`` metric values (as for
+    :func:`scoring.stats.bootstrap.bootstrap_sums_interval`).
+    """
+
+    matrix: npt.NDArray[np.float64]
+    statistic: Statistic
+
+
+def _matrix(entry: PairedEntry) -> npt.NDArray[np.float64]:
+    data = np.asarray(entry.matrix, dtype=np.float64)
+    return data[:, None] if data.ndim == 1 else data
+
+
+def paired_distributions(
+    entries: Sequence[PairedEntry],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Every entry's metric on the full sample and on each shared resample.
+
+    Returns ``(values, draws)``: ``values[e]`` is entry ``e``'s metric on all items and
+    ``draws[e, b]`` its metric on resample ``b`` (NaN where undefined). All entries must have
+    the same number of items and columns. The resamples are the draws of
+    :mod:`scoring.stats.bootstrap` for that item count and seed, turned into per-item counts
+    so that every entry's sums are one matrix product.
+    """
+    if resamples < 1:
+        raise ValueError(f"resamples: must be positive, got {resamples}")
+    mats = [_matrix(e) for e in entries]
+    if not mats:
+        return np.zeros(0), np.zeros((0, resamples))
+    n, k = mats[0].shape
+    for i, m in enumerate(mats):
+        if m.shape != (n, k):
+            raise ValueError(f"entries[{i}]: matrix of shape {m.shape}, expected {(n, k)}")
+    values = np.asarray(
+        [
+            float(np.asarray(e.statistic(m.sum(axis=0)[None, :])).reshape(-1)[0])
+            for e, m in zip(entries, mats, strict=True)
+        ]
+    )
+    draws = np.full((len(entries), resamples), np.nan)
+    if n == 0:
+        return values, draws
+    stacked = np.concatenate(mats, axis=1)  # (n, entries * k)
+    done = 0
+    for block in _index_blocks(n, resamples, seed):
+        rows = block.shape[0]
+        offsets = block.astype(np.int64) + (np.arange(rows, dtype=np.int64) * n)[:, None]
+        counts = np.bincount(offsets.ravel(), minlength=rows * n).reshape(rows, n)
+        sums = counts.astype(np.float64) @ stacked  # (rows, entries * k)
+        for e, entry in enumerate(entries):
+            stats = np.asarray(entry.statistic(sums[:, e * k : (e + 1) * k]), dtype=np.float64)
+            draws[e, done : done + rows] = stats.reshape(-1)
+        done += rows
+    return values, draws
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``a - b`` on all items and its paired percentile interval."""
+
+    value: float
+    low: float
+    high: float
+    level: float
+    resamples: int
+    seed: int
+
+    @property
+    def significant(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def _quantiles(diffs: npt.NDArray[np.float64], level: float) -> npt.NDArray[np.float64]:
+    """(rows, 2) low and high percentile of each row of ``diffs``, NaN draws left out."""
+    tail = (1.0 - level) / 2.0
+    if not np.isnan(diffs).any():
+        return np.quantile(diffs, [tail, 1.0 - tail], axis=1).T
+    out = np.full((diffs.shape[0], 2), np.nan)
+    for i, row in enumerate(diffs):
+        row = row[~np.isnan(row)]
+        if row.size:
+            out[i] = np.quantile(row, [tail, 1.0 - tail])
+    return out
+
+
+def paired_difference(
+    a: PairedEntry,
+    b: PairedEntry,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    level: float = DEFAULT_LEVEL,
+    seed: int = 0,
+) -> Difference | None:
+    """The paired difference ``a - b`` of two entries scored on the same items; None when it
+    is undefined on every resample."""
+    _check(resamples, level)
+    values, draws = paired_distributions([a, b], resamples=resamples, seed=seed)
+    ((low, high),) = _quantiles((draws[0] - draws[1])[None, :], level)
+    if np.isnan(low):
+        return None
+    return Difference(
+        value=float(values[0] - values[1]),
+        low=float(low),
+        high=float(high),
+        level=level,
+        resamples=resamples,
+        seed=seed,
+    )
+
+
+@dataclass(frozen=True)
+class PairedMarks:
+    """The paired marks of the rows given to :func:`paired_marks` (rows best first)."""
+
+    rank_low: npt.NDArray[np.int64]
+    rank_high: npt.NDArray[np.int64]
+    tied_with_above: npt.NDArray[np.bool_]
+    tested_pairs: int
+    split_pairs: int
+
+
+def _undecided(
+    i: npt.NDArray[np.int64],
+    j: npt.NDArray[np.int64],
+    lows: npt.NDArray[np.float64],
+    highs: npt.NDArray[np.float64],
+    values: npt.NDArray[np.float64],
+    exact: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.bool_]:
+    """The pairs ``(i, j)`` the unpaired rule leaves tied: their widened intervals overlap
+    (with an exact row, the two values are equal)."""
+    either = exact[i] | exact[j]
+    overlap = (lows[i] <= highs[j]) & (lows[j] <= highs[i])
+    return np.where(either, values[i] == values[j], overlap)
+
+
+def _unpaired_counts(
+    values: npt.NDArray[np.float64],
+    lows: npt.NDArray[np.float64],
+    highs: npt.NDArray[np.float64],
+    exact: npt.NDArray[np.bool_],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per row, how many rows the unpaired rule puts surely above it and surely below it."""
+    n = len(values)
+    if exact.any():
+        rows = list(zip(values.tolist(), lows.tolist(), highs.tolist(), strict=True))
+        ranges, _ = _exact_ranks(rows, exact.tolist())
+        best = np.asarray([b for b, _ in ranges], dtype=np.int64)
+        worst = np.asarray([w for _, w in ranges], dtype=np.int64)
+    else:
+        best, worst = span_rank_ranges(lows, highs)
+    return best - 1, n - worst
+
+
+# Pair differences are taken this many cells at a time, so memory stays bounded.
+_PAIR_CELLS = 4_000_000
+
+
+def paired_marks(
+    draws: npt.NDArray[np.float64],
+    *,
+    values: npt.NDArray[np.float64],
+    lows: npt.NDArray[np.float64],
+    highs: npt.NDArray[np.float64],
+    exact: npt.NDArray[np.bool_] | None = None,
+    tested: npt.NDArray[np.bool_] | None = None,
+    level: float = DEFAULT_LEVEL,
+    window: int = PAIRED_WINDOW,
+) -> PairedMarks:
+    """Rank ranges and ties of ranked rows (best first) by the paired rule (module doc).
+
+    ``draws`` holds each row's metric on the shared resamples (:func:`paired_distributions`);
+    ``lows``/``highs`` are the rows' unpaired intervals already widened to contain their
+    values; ``exact`` marks rows whose value is exact by definition; ``tested`` marks the rows
+    that have draws (the others are compared by the unpaired rule only).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    lows = np.asarray(lows, dtype=np.float64)
+    highs = np.asarray(highs, dtype=np.float64)
+    n = len(values)
+    exact = np.zeros(n, dtype=np.bool_) if exact is None else np.asarray(exact, dtype=np.bool_)
+    tested = np.ones(n, dtype=np.bool_) if tested is None else np.asarray(tested, dtype=np.bool_)
+    better, worse = _unpaired_counts(values, lows, highs, exact)
+    tied = np.zeros(n, dtype=np.bool_)
+    if n > 1:
+        first = np.arange(n - 1, dtype=np.int64)
+        tied[1:] = _undecided(first, first + 1, lows, highs, values, exact)
+    pi_parts, pj_parts = [], []
+    for d in range(1, min(window, n - 1) + 1):
+        i = np.arange(n - d, dtype=np.int64)
+        j = i + d
+        keep = _undecided(i, j, lows, highs, values, exact) & tested[i] & tested[j]
+        pi_parts.append(i[keep])
+        pj_parts.append(j[keep])
+    pi = np.concatenate(pi_parts) if pi_parts else np.zeros(0, dtype=np.int64)
+    pj = np.concatenate(pj_parts) if pj_parts else np.zeros(0, dtype=np.int64)
+    verdict = np.zeros(len(pi), dtype=np.int64)  # 1: i better, -1: j better, 0: tied
+    step = max(1, _PAIR_CELLS // max(1, draws.shape[1] if draws.ndim == 2 else 1))
+    for start in range(0, len(pi), step):
+        a, b = pi[start : start + step], pj[start : start + step]
+        q = _quantiles(draws[a] - draws[b], level)
+        part = verdict[start : start + step]
+        part[q[:, 0] > 0] = 1
+        part[q[:, 1] < 0] = -1
+    np.add.at(better, pj[verdict == 1], 1)
+    np.add.at(worse, pi[verdict == 1], 1)
+    np.add.at(better, pi[verdict == -1], 1)
+    np.add.at(worse, pj[verdict == -1], 1)
+    adjacent = pj == pi + 1
+    tied[pj[adjacent]] = verdict[adjacent] == 0
+    return PairedMarks(
+        rank_low=(1 + better).astype(np.int64),
+        rank_high=(n - worse).astype(np.int64),
+        tied_with_above=tied,
+        tested_pairs=len(pi),
+        split_pairs=int((verdict != 0).sum()),
+    )
