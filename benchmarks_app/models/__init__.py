@@ -15,7 +15,7 @@ from benchmarks_app.models.audit import (
     ScanResult,
     TruthFinding,
 )
-from benchmarks_app.models.boards import ChecklistBoardRow, ProbeBoardRow
+from benchmarks_app.models.boards import ChecklistBoardRow, PairedRefresh, ProbeBoardRow
 from benchmarks_app.models.checklist import (
     AnswerChoice,
     AssessmentStatus,
@@ -102,6 +102,7 @@ __all__ = [
     "MatchOutcome",
     "Membership",
     "NotificationPreference",
+    "PairedRefresh",
     "Paper",
     "PaperKind",
     "PatternRule",

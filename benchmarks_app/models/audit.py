@@ -426,6 +426,11 @@ class AuditBoardRow(models.Model):
     rank_high = models.PositiveIntegerField(null=True, blank=True)
     tied_with_above = models.BooleanField(default=False)
     computed_at = models.DateTimeField(auto_now=True)
+    # The paired rule's marks (scoring.stats.paired), written by a separate step after the
+    # board changes; null until then.
+    paired_rank_low = models.PositiveIntegerField(null=True, blank=True)
+    paired_rank_high = models.PositiveIntegerField(null=True, blank=True)
+    paired_tied = models.BooleanField(null=True, blank=True)
 
     class Meta:
         ordering = ["release", "judge", "position"]

@@ -30,6 +30,12 @@ class BoardRowFields(models.Model):
     method_description = models.CharField(max_length=500, blank=True)
     method_url = models.URLField(max_length=500, blank=True)
     computed_at = models.DateTimeField(auto_now=True)
+    # The paired rule's marks (scoring.stats.paired), written by a separate step after the
+    # board changes; null until then (or for rows beyond its reach): pages show the
+    # unpaired marks meanwhile.
+    paired_rank_low = models.PositiveIntegerField(null=True, blank=True)
+    paired_rank_high = models.PositiveIntegerField(null=True, blank=True)
+    paired_tied = models.BooleanField(null=True, blank=True)
 
     class Meta:
         abstract = True
@@ -128,3 +134,18 @@ class ChecklistBoardRow(BoardRowFields):
 
     def __str__(self) -> str:
         return f"{self.challenge} / {self.team}"
+
+
+class PairedRefresh(models.Model):
+    """A board whose paired marks wait to be recomputed (``services.paired``).
+
+    One row per board key: however many runs end on a board meanwhile, one refresh runs;
+    the refresh deletes the row before it reads the board, so a change after that asks for
+    another.
+    """
+
+    board = models.CharField(max_length=400, unique=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.board

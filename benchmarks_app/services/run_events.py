@@ -20,6 +20,8 @@ BOARD_REFRESH: dict[str, str] = {
     Benchmark.CHECKLIST: "benchmarks_app.services.checklist.boards.checklist_board_refresh_for_run",
 }
 NOTIFY = "benchmarks_app.services.notifications.run_end_notify"
+# The paired marks are computed by a task after the board changed, never in the run's end.
+PAIRED = "benchmarks_app.services.paired.paired_refresh_for_run"
 
 
 def run_ended(*, run: EvaluationRun) -> None:
@@ -27,5 +29,6 @@ def run_ended(*, run: EvaluationRun) -> None:
     dotted = BOARD_REFRESH.get(run.benchmark)
     if dotted is not None:
         import_string(dotted)(run=run)
+        import_string(PAIRED)(run=run)
     run_id = run.pk
     transaction.on_commit(lambda: import_string(NOTIFY)(run_id=run_id))

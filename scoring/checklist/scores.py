@@ -98,11 +98,33 @@ CI_METRIC = "s"
 CI_SEED = 0
 
 
-def _s_from_sums(sums: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def s_from_sums(sums: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     c_g, c_a, c_t, counted, agree, n = (sums[:, i] for i in range(6))
     r = np.ones_like(counted)
     np.divide(agree, counted, out=r, where=counted > 0)
     return (c_g / n) * (c_a / n) * (1.0 - r) * (c_t / n)
+
+
+def s_units(
+    genuine: PaperAssessment,
+    adversarial: PaperAssessment | None = None,
+    truth: PaperAssessment | None = None,
+    numbers: tuple[int, ...] = QUESTION_NUMBERS,
+) -> npt.NDArray[np.float64]:
+    """One row per question of ``numbers``: the per-question quantities S is a function of
+    (``s_from_sums`` of their column sums): c_G, c_A, c_T, counted in R, agreeing in R, 1."""
+    if (adversarial is None) != (truth is None):
+        raise ValueError("A and T come together: give both or neither")
+    rows = []
+    for n in numbers:
+        if adversarial is None or truth is None:
+            rows.append([genuine.c(n), 0, 0, 0, 0, 1])
+            continue
+        counted = truth.answer(n) != "TODO"
+        g = 1 if adversarial.answer(n) == truth.answer(n) else 0
+        agree = counted and adversarial.c(n) == g
+        rows.append([genuine.c(n), adversarial.c(n), truth.c(n), int(counted), int(agree), 1])
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), 6)
 
 
 def s_interval(
@@ -123,20 +145,10 @@ def s_interval(
     S is 0 on every resample. Returns ``{"metric", "low", "high", "level", "resamples",
     "seed"}``, or None without questions.
     """
-    if (adversarial is None) != (truth is None):
-        raise ValueError("A and T come together: give both or neither")
-    rows = []
-    for n in numbers:
-        if adversarial is None or truth is None:
-            rows.append([genuine.c(n), 0, 0, 0, 0, 1])
-            continue
-        counted = truth.answer(n) != "TODO"
-        g = 1 if adversarial.answer(n) == truth.answer(n) else 0
-        agree = counted and adversarial.c(n) == g
-        rows.append([genuine.c(n), adversarial.c(n), truth.c(n), int(counted), int(agree), 1])
+    rows = s_units(genuine, adversarial, truth, numbers)
     interval = bootstrap_sums_interval(
-        np.asarray(rows, dtype=np.float64).reshape(len(rows), 6),
-        _s_from_sums,
+        rows,
+        s_from_sums,
         resamples=resamples,
         level=level,
         seed=seed,

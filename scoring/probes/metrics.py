@@ -38,7 +38,7 @@ RANKING_METRIC = "resilience_index"
 CI_SEED = 0
 
 
-def _resilience_from_sums(sums: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.float64]:
+def resilience_from_sums(sums: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.float64]:
     return np.clip(1.0 - sums[:, 0] / n, 0.0, 1.0)
 
 
@@ -58,7 +58,7 @@ def resilience_interval(
     n = len(cases)
     interval = bootstrap_sums_interval(
         [c.weighted_risk for c in cases],
-        lambda sums: _resilience_from_sums(sums, n),
+        lambda sums: resilience_from_sums(sums, n),
         resamples=resamples,
         level=level,
         seed=seed,

@@ -228,7 +228,8 @@ def paired_marks(
 ) -> PairedMarks:
     """Rank ranges and ties of ranked rows (best first) by the paired rule (module doc).
 
-    ``draws`` holds each row's metric on the shared resamples (:func:`paired_distributions`);
+    ``draws`` holds the metric of each tested row (in order) on the shared resamples
+    (:func:`paired_distributions`);
     ``lows``/``highs`` are the rows' unpaired intervals already widened to contain their
     values; ``exact`` marks rows whose value is exact by definition; ``tested`` marks the rows
     that have draws (the others are compared by the unpaired rule only).
@@ -254,10 +255,11 @@ def paired_marks(
     pi = np.concatenate(pi_parts) if pi_parts else np.zeros(0, dtype=np.int64)
     pj = np.concatenate(pj_parts) if pj_parts else np.zeros(0, dtype=np.int64)
     verdict = np.zeros(len(pi), dtype=np.int64)  # 1: i better, -1: j better, 0: tied
+    row_of = np.cumsum(tested) - 1  # a tested row's index in ``draws``
     step = max(1, _PAIR_CELLS // max(1, draws.shape[1] if draws.ndim == 2 else 1))
     for start in range(0, len(pi), step):
         a, b = pi[start : start + step], pj[start : start + step]
-        q = _quantiles(draws[a] - draws[b], level)
+        q = _quantiles(draws[row_of[a]] - draws[row_of[b]], level)
         part = verdict[start : start + step]
         part[q[:, 0] > 0] = 1
         part[q[:, 1] < 0] = -1

@@ -411,6 +411,10 @@ def audit_run_finish(run: EvaluationRun) -> None:
     refresh = _board_refresh()
     if refresh is not None:
         refresh(run=run)
+        # Paired marks: a task once this commits (services.paired), not part of the run end.
+        from benchmarks_app.services.paired import paired_refresh_for_run
+
+        paired_refresh_for_run(run=run)
 
 
 def _board_refresh() -> Any:

@@ -1,0 +1,214 @@
+"""The paired marks of a board (rank range and "tied with the row above" by the paired rule of
+:mod:`scoring.stats.paired`), computed apart from a run's end.
+
+A run's end asks for its boards' paired marks (:func:`paired_refresh_request`): one
+``PairedRefresh`` row per board, and a task enqueued when the transaction commits only if
+no request was already waiting, so however many runs end on a board meanwhile, one refresh
+runs (:func:`paired_refresh_take` deletes the request before reading the board; a change
+after that asks again). Until it has run, pages show the unpaired marks with a note.
+
+Bounded work: the paired rule tests the first :data:`PAIRED_MAX_ROWS` ranked rows of a board
+(the rows whose places people read and cite), each against the rows whose unpaired
+intervals overlap it within :data:`~scoring.stats.paired.PAIRED_WINDOW` places; the rows
+below keep their unpaired marks (paired columns null). Rows are tested only when they were
+scored on the same items as most of those rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+
+from benchmarks_app.models import Benchmark, EvaluationRun, PairedRefresh
+from benchmarks_app.selectors.audit_boards import board_judge_key
+from benchmarks_app.selectors.paired import (
+    SPECS,
+    BoardKey,
+    board_items,
+    board_key_of_row,
+    board_queryset,
+    ranked_rows,
+)
+from scoring.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES
+from scoring.stats.bootstrap import widen_spans
+from scoring.stats.paired import (
+    PAIRED_WINDOW,
+    Difference,
+    paired_difference,
+    paired_distributions,
+    paired_marks,
+)
+
+PAIRED_MAX_ROWS = 2_000
+PAIRED_SEED = 0
+TASK = "benchmarks_app.tasks.paired.refresh_paired_marks"
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    board: str
+    ranked: int
+    marked: int
+    tested_pairs: int
+    split_pairs: int
+    ties_unpaired: int
+    ties_paired: int
+
+
+def _enqueue(board: str) -> None:
+    from django_q.tasks import async_task
+
+    async_task(TASK, board, task_name=f"paired {board}"[:100])
+
+
+@transaction.atomic
+def paired_refresh_request(*, board: BoardKey) -> bool:
+    """Ask for the paired marks of ``board``; True when a task was enqueued (none waiting)."""
+    _, created = PairedRefresh.objects.get_or_create(board=str(board))
+    if created:
+        name = str(board)
+        transaction.on_commit(lambda: _enqueue(name))
+    return created
+
+
+def paired_refresh_for_run(*, run: EvaluationRun) -> int:
+    """Ask for the paired marks of every board ``run``'s entry is on; the number asked for."""
+    keys: set[BoardKey] = set()
+    if run.benchmark == Benchmark.AUDIT:
+        if run.release_id is not None:
+            judge = board_judge_key(run)
+            keys = {
+                BoardKey("audit", run.release_id, phase, judge) for phase in {None, run.phase_id}
+            }
+    else:
+        kinds: dict[str, str] = {Benchmark.PROBES: "probes", Benchmark.CHECKLIST: "checklist"}
+        kind = kinds.get(run.benchmark)
+        if kind is not None:
+            rows = SPECS[kind].model.objects.filter(run=run)  # type: ignore[attr-defined]
+            keys = {board_key_of_row(kind, row) for row in rows}
+    return sum(paired_refresh_request(board=key) for key in sorted(keys, key=str))
+
+
+def paired_refresh_take(*, board: str) -> bool:
+    """Take ``board``'s waiting request (True), or learn another worker took it (False)."""
+    deleted, _ = PairedRefresh.objects.filter(board=board).delete()
+    return bool(deleted)
+
+
+def _spans(rows: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    values = np.asarray([r.value for r in rows], dtype=np.float64)
+    lows = np.asarray(
+        [r.value if r.ci_low is None or r.exact else r.ci_low for r in rows], dtype=np.float64
+    )
+    highs = np.asarray(
+        [r.value if r.ci_high is None or r.exact else r.ci_high for r in rows], dtype=np.float64
+    )
+    lows, highs = widen_spans(values, lows, highs)
+    exact = np.asarray([r.exact for r in rows], dtype=np.bool_)
+    return values, lows, highs, exact
+
+
+def board_paired_refresh(
+    *,
+    board: BoardKey,
+    max_rows: int = PAIRED_MAX_ROWS,
+    window: int = PAIRED_WINDOW,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> PairedResult:
+    """Compute and store the paired marks of ``board`` (every board kind)."""
+    rows = ranked_rows(board)
+    spec = SPECS[board.kind]
+    head = rows[:max_rows]
+    items = board_items(board.kind, [r.pk for r in head])
+    common = Counter(keys for keys, _ in items.values()).most_common(1)
+    keyset = common[0][0] if common else None
+    tested = np.zeros(len(rows), dtype=np.bool_)
+    entries = []
+    for i, row in enumerate(head):
+        found = items.get(row.pk)
+        if found is not None and found[0] == keyset and len(keyset or ()) > 0:
+            tested[i] = True
+            entries.append(found[1])
+    _, draws = paired_distributions(entries, resamples=resamples, seed=PAIRED_SEED)
+    values, lows, highs, exact = _spans(rows)
+    marks = paired_marks(
+        draws,
+        values=values,
+        lows=lows,
+        highs=highs,
+        exact=exact,
+        tested=tested,
+        level=DEFAULT_LEVEL,
+        window=window,
+    )
+    model = spec.model
+    with transaction.atomic():
+        updates = [
+            model(
+                pk=row.pk,
+                paired_rank_low=int(marks.rank_low[i]),
+                paired_rank_high=int(marks.rank_high[i]),
+                paired_tied=bool(marks.tied_with_above[i]),
+            )
+            for i, row in enumerate(head)
+        ]
+        model.objects.bulk_update(  # type: ignore[attr-defined]
+            updates, ["paired_rank_low", "paired_rank_high", "paired_tied"], batch_size=500
+        )
+        marked = {r.pk for r in head}
+        board_queryset(board).exclude(pk__in=marked).exclude(
+            paired_rank_low__isnull=True, paired_tied__isnull=True
+        ).update(paired_rank_low=None, paired_rank_high=None, paired_tied=None)
+    unpaired_ties = board_queryset(board).filter(spec.ranked, **{spec.tie: True}).count()
+    return PairedResult(
+        board=str(board),
+        ranked=len(rows),
+        marked=len(head),
+        tested_pairs=marks.tested_pairs,
+        split_pairs=marks.split_pairs,
+        ties_unpaired=unpaired_ties,
+        ties_paired=int(marks.tied_with_above[: len(head)].sum())
+        + board_queryset(board)
+        .filter(spec.ranked, **{spec.tie: True})
+        .exclude(pk__in=marked)
+        .count(),
+    )
+
+
+def paired_refresh_all() -> list[PairedResult]:
+    """The paired marks of every board that has rows (after a rebuild of the boards)."""
+    keys: set[BoardKey] = set()
+    for kind, spec in SPECS.items():
+        fields = {
+            "audit": ("release_id", "phase_id", "judge"),
+            "probes": ("suite_id", "phase_id", "suite_version"),
+            "checklist": ("challenge_id", "phase_id", "phase_id"),
+        }[kind]
+        for scope, phase, label in spec.model.objects.values_list(*fields).distinct():  # type: ignore[attr-defined]
+            keys.add(BoardKey(kind, scope, phase, label if kind != "checklist" else ""))
+    return [board_paired_refresh(board=k) for k in sorted(keys, key=str)]
+
+
+class NotComparable(ValueError):
+    """Two rows that cannot be compared pairwise; the message names the field."""
+
+
+def paired_compare(*, board: BoardKey, a: int, b: int) -> Difference:
+    """The paired difference ``a - b`` of two rows (ids) of ``board``."""
+    if a == b:
+        raise NotComparable("b: compare an entry with another entry")
+    items = board_items(board.kind, [a, b])
+    for name, pk in (("a", a), ("b", b)):
+        if pk not in items:
+            raise NotComparable(f"{name}: no per-item scores stored for this entry")
+    (keys_a, entry_a), (keys_b, entry_b) = items[a], items[b]
+    if keys_a != keys_b or not keys_a:
+        raise NotComparable("b: the two entries were not scored on the same items")
+    diff = paired_difference(entry_a, entry_b, resamples=DEFAULT_RESAMPLES, seed=PAIRED_SEED)
+    if diff is None:
+        raise NotComparable("b: the difference is undefined on every resample")
+    return diff
