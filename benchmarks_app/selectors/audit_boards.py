@@ -25,6 +25,7 @@ from benchmarks_app.formatting import whole_number
 from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Repo
 from benchmarks_app.models.audit import AuditBoardRow, AuditDataset, DatasetRelease
 from benchmarks_app.selectors.board_ordering import JsonNumber
+from benchmarks_app.selectors.paired import paired_fields
 from benchmarks_app.selectors.phases import phase_board_visible
 from scoring.audit.judges import parse_judge_spec
 
@@ -47,6 +48,11 @@ PUBLIC_ROW_KEYS = (
     "f1_with_partial",
     "f1_with_partial_ci",
 )
+
+
+# The paired rule's marks (scoring.stats.paired), after the documented keys; null until the
+# board's paired marks are computed.
+PAIRED_ROW_KEYS = ("paired_rank_low", "paired_rank_high", "paired_tied")
 
 
 class BoardNotFound(LookupError):
@@ -343,6 +349,9 @@ def _row(row: AuditBoardRow) -> dict[str, Any]:
         "phase": row.phase.slug if row.phase_id is not None and row.phase else None,
         # The run that stands for the scanner (the latest when several runs cover its repos).
         "run_id": max(row.run_ids) if row.run_ids else None,
+        "id": row.pk,
+        "board": f"audit:{row.release_id}:{row.phase_id or '-'}:{row.judge}",
+        **paired_fields(row),
     }
 
 
@@ -397,7 +406,10 @@ def board_document(
     }
     if board.phase is not None:
         document["phase"] = board.phase.slug
-    document["rows"] = [public_row(r) for r in board_rows(board, user=user, everyone=everyone)]
+    document["rows"] = [
+        {**public_row(r), **{k: r[k] for k in PAIRED_ROW_KEYS}}
+        for r in board_rows(board, user=user, everyone=everyone)
+    ]
     return document
 
 

@@ -10,6 +10,7 @@ with its item keys, so only entries scored on the same items are paired.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import partial
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 from django.db.models import Model, Q, QuerySet
 
+from benchmarks_app.formatting import whole_number
 from benchmarks_app.models import (
     AuditRepoResult,
     AuditTruthResult,
@@ -35,6 +37,7 @@ from scoring.probes.metrics import resilience_from_sums
 from scoring.stats.paired import PairedEntry
 
 KINDS = ("audit", "probes", "checklist")
+_KEY = re.compile(r"(audit|probes|checklist):([0-9]+):(-|[0-9]+):(.*)")
 
 
 class BadBoardKey(ValueError):
@@ -54,12 +57,12 @@ class BoardKey:
 
     @classmethod
     def parse(cls, text: str) -> BoardKey:
-        kind, _, rest = text.partition(":")
-        scope, _, rest = rest.partition(":")
-        phase, _, label = rest.partition(":")
-        if kind not in KINDS or not scope.isdigit() or not (phase == "-" or phase.isdigit()):
-            raise BadBoardKey(f"board: {text!r} is not KIND:ID:PHASE:LABEL")
-        return cls(kind, int(scope), None if phase == "-" else int(phase), label)
+        found = _KEY.fullmatch(text)
+        scope = whole_number(found.group(2)) if found else None
+        phase = None if not found or found.group(3) == "-" else whole_number(found.group(3))
+        if found is None or scope is None or (found.group(3) != "-" and phase is None):
+            raise BadBoardKey(f"board: {text[:200]!r} is not KIND:ID:PHASE:LABEL")
+        return cls(found.group(1), scope, phase, found.group(4))
 
 
 @dataclass(frozen=True)
@@ -216,3 +219,45 @@ def board_items(kind: str, pks: list[int]) -> dict[int, Items]:
     read are left out)."""
     loader = {"audit": _audit_items, "probes": _probe_items, "checklist": _checklist_items}
     return loader[kind](pks) if pks else {}
+
+
+def paired_fields(row: Any, *, pending: bool = False) -> dict[str, Any]:
+    """A stored row's paired marks as the boards show them; all None while pending (the
+    page then shows the unpaired marks with a note)."""
+    low, high, tied = row.paired_rank_low, row.paired_rank_high, row.paired_tied
+    if pending or low is None:
+        return {"paired_rank_low": None, "paired_rank_high": None, "paired_tied": None}
+    return {"paired_rank_low": low, "paired_rank_high": high, "paired_tied": tied}
+
+
+def paired_pending(key: BoardKey) -> bool:
+    """Whether the board's paired marks wait for a refresh (a run ended since)."""
+    from benchmarks_app.models import PairedRefresh
+
+    return PairedRefresh.objects.filter(board=str(key)).exists()
+
+
+def visible_board_row(key: BoardKey, pk: int, user: Any) -> Any | None:
+    """Row ``pk`` of board ``key`` if ``user`` may see it, else None (as if absent).
+
+    A hidden phase's board not yet revealed shows staff every row and a signed-in
+    participant only their own entries (audit: their scanners; probes: their submissions;
+    checklist: their teams'), as the board pages do.
+    """
+    from benchmarks_app.models import Membership
+    from benchmarks_app.selectors.phases import phase_board_visible
+
+    row = board_queryset(key).filter(pk=pk).select_related("phase").first()
+    if row is None:
+        return None
+    if phase_board_visible(row.phase, user):
+        return row
+    if not getattr(user, "is_authenticated", False):
+        return None
+    if key.kind == "audit":
+        mine = row.scanner.owner_id == user.pk
+    elif key.kind == "probes":
+        mine = row.owner_id == user.pk
+    else:
+        mine = Membership.objects.filter(team_id=row.team_id, user=user).exists()
+    return row if mine else None

@@ -86,6 +86,12 @@ ROW_COLUMNS = {
     "method_name": "method_name",
     "method_description": "method_description",
     "method_url": "method_url",
+    "pk": "id",
+    "suite_id": "suite_id",
+    "phase_id": "phase_id",
+    "paired_rank_low": "paired_rank_low",
+    "paired_rank_high": "paired_rank_high",
+    "paired_tied": "paired_tied",
 }
 
 
@@ -104,6 +110,9 @@ def board_row(values: dict[str, Any], *, placed: bool = True) -> dict[str, Any]:
     row = {key: values[column] for column, key in ROW_COLUMNS.items()}
     if not placed:
         row.update(rank=None, rank_low=None, rank_high=None, tied=False)
+        row.update(paired_rank_low=None, paired_rank_high=None, paired_tied=None)
+    phase = "-" if row["phase_id"] is None else row["phase_id"]
+    row["board"] = f"probes:{row['suite_id']}:{phase}:{row['suite_version']}"
     low, high = row["ci_low"], row["ci_high"]
     row["ci"] = (
         None

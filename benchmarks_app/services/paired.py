@@ -142,6 +142,7 @@ def board_paired_refresh(
         highs=highs,
         exact=exact,
         tested=tested,
+        items=len(keyset or ()),
         level=DEFAULT_LEVEL,
         window=window,
     )
@@ -199,8 +200,6 @@ class NotComparable(ValueError):
 
 def paired_compare(*, board: BoardKey, a: int, b: int) -> Difference:
     """The paired difference ``a - b`` of two rows (ids) of ``board``."""
-    if a == b:
-        raise NotComparable("b: compare an entry with another entry")
     items = board_items(board.kind, [a, b])
     for name, pk in (("a", a), ("b", b)):
         if pk not in items:

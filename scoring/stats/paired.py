@@ -10,8 +10,12 @@ own interval is exactly its unpaired one).
 
 The paired rule, for rows ordered best first:
 
-* two entries differ significantly when the ``level`` percentile interval of their paired
-  difference excludes 0;
+* two entries differ significantly when the ``level`` interval of their paired difference
+  excludes 0. The interval is the *expanded* percentile interval (Hesterberg, "What
+  teachers should know about the bootstrap", 2015): the percentile interval at the level
+  whose normal quantile is ``sqrt(n / (n - 1)) * t(n - 1)``'s, for ``n`` items. The plain
+  percentile interval is too narrow on few items (on 15 checklist questions it calls a
+  zero difference tied well under 95% of the time); the expansion fades as ``n`` grows;
 * only pairs the unpaired rule leaves undecided (their intervals overlap, or for an exact
   row, their values are equal) are tested; pairs the unpaired rule already separates stay
   separated. So the paired rule can only split ties, never join entries;
@@ -28,11 +32,13 @@ one 95% statement.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy.stats import norm, t
 
 from scoring.stats.bootstrap import (
     DEFAULT_LEVEL,
@@ -113,14 +119,25 @@ def paired_distributions(
     return values, draws
 
 
+def expanded_level(level: float, items: int) -> float:
+    """The percentile level that gives the expanded ``level`` interval over ``items`` items
+    (module doc); ``level`` itself for fewer than 2 items."""
+    if items < 2:
+        return level
+    z = math.sqrt(items / (items - 1)) * float(t.ppf(1.0 - (1.0 - level) / 2.0, items - 1))
+    return float(1.0 - 2.0 * norm.sf(z))
+
+
 @dataclass(frozen=True)
 class Difference:
-    """``a - b`` on all items and its paired percentile interval."""
+    """``a - b`` on all items and its paired (expanded percentile) interval at ``level``;
+    ``percentile`` is the plain percentile level that interval was read at."""
 
     value: float
     low: float
     high: float
     level: float
+    percentile: float
     resamples: int
     seed: int
 
@@ -154,7 +171,8 @@ def paired_difference(
     is undefined on every resample."""
     _check(resamples, level)
     values, draws = paired_distributions([a, b], resamples=resamples, seed=seed)
-    ((low, high),) = _quantiles((draws[0] - draws[1])[None, :], level)
+    percentile = expanded_level(level, _matrix(a).shape[0])
+    ((low, high),) = _quantiles((draws[0] - draws[1])[None, :], percentile)
     if np.isnan(low):
         return None
     return Difference(
@@ -162,6 +180,7 @@ def paired_difference(
         low=float(low),
         high=float(high),
         level=level,
+        percentile=percentile,
         resamples=resamples,
         seed=seed,
     )
@@ -223,6 +242,7 @@ def paired_marks(
     highs: npt.NDArray[np.float64],
     exact: npt.NDArray[np.bool_] | None = None,
     tested: npt.NDArray[np.bool_] | None = None,
+    items: int,
     level: float = DEFAULT_LEVEL,
     window: int = PAIRED_WINDOW,
 ) -> PairedMarks:
@@ -232,8 +252,10 @@ def paired_marks(
     (:func:`paired_distributions`);
     ``lows``/``highs`` are the rows' unpaired intervals already widened to contain their
     values; ``exact`` marks rows whose value is exact by definition; ``tested`` marks the rows
-    that have draws (the others are compared by the unpaired rule only).
+    that have draws (the others are compared by the unpaired rule only); ``items`` is the
+    number of items the draws resampled (for the expanded interval).
     """
+    percentile = expanded_level(level, items)
     values = np.asarray(values, dtype=np.float64)
     lows = np.asarray(lows, dtype=np.float64)
     highs = np.asarray(highs, dtype=np.float64)
@@ -259,7 +281,7 @@ def paired_marks(
     step = max(1, _PAIR_CELLS // max(1, draws.shape[1] if draws.ndim == 2 else 1))
     for start in range(0, len(pi), step):
         a, b = pi[start : start + step], pj[start : start + step]
-        q = _quantiles(draws[row_of[a]] - draws[row_of[b]], level)
+        q = _quantiles(draws[row_of[a]] - draws[row_of[b]], percentile)
         part = verdict[start : start + step]
         part[q[:, 0] > 0] = 1
         part[q[:, 1] < 0] = -1

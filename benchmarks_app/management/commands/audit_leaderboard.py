@@ -62,8 +62,14 @@ class Command(BaseCommand):
                 else "  - (incomplete)"
             )
             badge = " [baseline]" if row["is_baseline"] else ""
+            paired = (
+                f", paired ranks {row['paired_rank_low']}-{row['paired_rank_high']}"
+                f"{' ≈ tied' if row['paired_tied'] else ''}"
+                if row["complete"] and row["paired_rank_low"] is not None
+                else ""
+            )
             self.stdout.write(
                 f"{place} {row['scanner']}{badge}: F1+ {pct(row['f1_with_partial'])} {interval}, "
                 f"TP {row['tp']}, partial {row['partial']}, FP {row['fp']}, FN {row['fn']}, "
-                f"repos {row['repos_evaluated']}/{row['repos_total']}"
+                f"repos {row['repos_evaluated']}/{row['repos_total']}{paired}"
             )

@@ -21,6 +21,9 @@ def _row(row: dict[str, Any]) -> dict[str, Any]:
         "rank_low": row["rank_low"],
         "rank_high": row["rank_high"],
         "tied": row["tied"],
+        "paired_rank_low": row["paired_rank_low"],
+        "paired_rank_high": row["paired_rank_high"],
+        "paired_tied": row["paired_tied"],
     }
 
 
@@ -36,7 +39,12 @@ def _intervals(rows: list[dict[str, Any]]) -> str:
         low, high = row["rank_low"], row["rank_high"]
         span = str(low) if low == high else f"{low}-{high}"
         tied = "  ~ tied with the entry above" if row["tied"] else ""
-        lines.append(f"{row['rank']:>4}  {row['team']}  S {ci}  ranks {span}{tied}")
+        paired = ""
+        if row["paired_rank_low"] is not None:
+            p_low, p_high = row["paired_rank_low"], row["paired_rank_high"]
+            paired = f"  paired ranks {p_low if p_low == p_high else f'{p_low}-{p_high}'}"
+            paired += " (~ tied)" if row["paired_tied"] else ""
+        lines.append(f"{row['rank']:>4}  {row['team']}  S {ci}  ranks {span}{tied}{paired}")
     return "\n".join(lines)
 
 

@@ -125,6 +125,9 @@ def test_two_names_same_files_same_numbers_and_rank_and_no_new_calls(user: Any) 
         "f1",
         "f1_with_partial",
         "f1_with_partial_ci",
+        "paired_rank_low",
+        "paired_rank_high",
+        "paired_tied",
     ]
 
     # The API serves the same rows, paginated.
@@ -136,6 +139,8 @@ def test_two_names_same_files_same_numbers_and_rank_and_no_new_calls(user: Any) 
     extra = {"is_baseline", "method_name", "method_description", "method_url"}
     # ... and the keys probe rows have: the tie mark, the phase and the standing run.
     extra |= {"tied", "phase", "run_id"}
+    # ... and the row id and board key the paired compare endpoint takes.
+    extra |= {"id", "board"}
     results = api_rows.json()["results"]
     assert [{k: v for k, v in r.items() if k not in extra} for r in results] == board["rows"]
     assert all(set(r) == set(a) | extra and r["is_baseline"] is False for r in results)

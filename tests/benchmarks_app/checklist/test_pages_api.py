@@ -183,6 +183,9 @@ def test_commands_extract_and_leaderboard_json(
         "rank_low",
         "rank_high",
         "tied",
+        "paired_rank_low",
+        "paired_rank_high",
+        "paired_tied",
     ]
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from scoring.stats.bootstrap import bootstrap_sums_interval, span_rank_ranges, span_ties
 from scoring.stats.paired import (
     PairedEntry,
+    expanded_level,
     paired_difference,
     paired_distributions,
     paired_marks,
@@ -57,7 +58,7 @@ def test_each_entry_draws_are_its_unpaired_interval() -> None:
 def test_identical_entries_always_tie(items: list[float], copies: int) -> None:
     entries = [_entry(items) for _ in range(copies)]
     _, values, draws, lows, highs = _board(entries)
-    marks = paired_marks(draws, values=values, lows=lows, highs=highs)
+    marks = paired_marks(draws, values=values, lows=lows, highs=highs, items=len(items))
     assert marks.tied_with_above[1:].all()
     assert (marks.rank_low == 1).all() and (marks.rank_high == copies).all()
     diff = paired_difference(entries[0], entries[1], resamples=RESAMPLES)
@@ -77,7 +78,7 @@ def test_a_shifted_copy_is_ranked_below(items: list[float], shift: float) -> Non
     lower = _entry(items)
     order, values, draws, lows, highs = _board([lower, upper])
     assert order.tolist() == [1, 0]
-    marks = paired_marks(draws, values=values, lows=lows, highs=highs)
+    marks = paired_marks(draws, values=values, lows=lows, highs=highs, items=len(items))
     assert not marks.tied_with_above[1]
     assert marks.rank_low.tolist() == [1, 2] and marks.rank_high.tolist() == [1, 2]
     diff = paired_difference(upper, lower, resamples=RESAMPLES)
@@ -106,7 +107,7 @@ def test_paired_rule_only_splits_unpaired_ties(rows: list[list[float]]) -> None:
     n = min(len(r) for r in rows)
     entries = [_entry(r[:n]) for r in rows]
     _, values, draws, lows, highs = _board(entries)
-    marks = paired_marks(draws, values=values, lows=lows, highs=highs)
+    marks = paired_marks(draws, values=values, lows=lows, highs=highs, items=n)
     best, worst = span_rank_ranges(lows, highs)
     unpaired_ties = span_ties(lows, highs)
     assert (marks.rank_low >= best).all() and (marks.rank_high <= worst).all()
@@ -117,10 +118,10 @@ def test_paired_rule_only_splits_unpaired_ties(rows: list[list[float]]) -> None:
 def test_window_bounds_the_pairs_tested() -> None:
     entries = [_entry(np.full(10, 0.5)) for _ in range(30)]
     _, values, draws, lows, highs = _board(entries)
-    marks = paired_marks(draws, values=values, lows=lows, highs=highs, window=3)
+    marks = paired_marks(draws, values=values, lows=lows, highs=highs, items=10, window=3)
     assert marks.tested_pairs == 27 + 28 + 29
     untested = paired_marks(
-        draws, values=values, lows=lows, highs=highs, tested=np.zeros(30, dtype=bool)
+        draws[:0], values=values, lows=lows, highs=highs, items=10, tested=np.zeros(30, bool)
     )
     assert untested.tested_pairs == 0 and untested.tied_with_above[1:].all()
 
@@ -131,10 +132,26 @@ def test_exact_rows_are_compared_by_value() -> None:
     entries = [_entry([0.0, 0.0, 0.0, 1.0]), _entry([0.0, 0.0, 0.0, 0.0])]
     _, values, draws, lows, highs = _board(entries)
     marks = paired_marks(
-        draws, values=values, lows=lows, highs=highs, exact=np.asarray([False, True])
+        draws, values=values, lows=lows, highs=highs, items=4, exact=np.asarray([False, True])
     )
     assert not marks.tied_with_above[1]
     assert marks.rank_low.tolist() == [1, 2]
+
+
+def test_the_expanded_interval_widens_on_few_items_only() -> None:
+    assert expanded_level(0.95, 15) == pytest.approx(0.973, abs=0.001)
+    assert 0.95 < expanded_level(0.95, 2000) < 0.951
+    assert expanded_level(0.95, 1) == 0.95
+    rng = np.random.default_rng(5)
+    a, b = rng.random(15), rng.random(15)
+    diff = paired_difference(_entry(a), _entry(b), resamples=RESAMPLES)
+    assert diff is not None and diff.percentile == expanded_level(0.95, 15)
+    plain = np.quantile(
+        paired_distributions([_entry(a), _entry(b)], resamples=RESAMPLES)[1][0]
+        - paired_distributions([_entry(a), _entry(b)], resamples=RESAMPLES)[1][1],
+        [0.025, 0.975],
+    )
+    assert diff.low < plain[0] and diff.high > plain[1]
 
 
 def test_mismatched_items_are_refused() -> None:

@@ -1,0 +1,109 @@
+"""``GET /api/boards/compare/``: the paired difference of two entries of one board.
+
+``?board=KIND:ID:PHASE:LABEL&a=ROW&b=ROW`` (the ``board`` and row ``id`` keys every board
+row of the API carries). Both rows must be visible to the caller (a hidden phase's rows: staff,
+or the caller's own entries); an entry the caller may not see is a 404, as if absent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from benchmarks_app.formatting import MAX_ID, whole_number
+from benchmarks_app.selectors.paired import BadBoardKey, BoardKey, visible_board_row
+from benchmarks_app.services.paired import NotComparable, paired_compare
+
+BOARD_PATTERN = r"^(audit|probes|checklist):[0-9]+:(-|[0-9]+):.*$"
+ROW_ID = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
+
+
+class PairedDifferenceSerializer(serializers.Serializer):
+    board = serializers.CharField()
+    a = serializers.IntegerField(help_text="Row id of the first entry.")
+    b = serializers.IntegerField(help_text="Row id of the second entry.")
+    difference = serializers.FloatField(help_text="a's metric minus b's, on all items.")
+    low = serializers.FloatField(help_text="Paired percentile bootstrap interval: low.")
+    high = serializers.FloatField(help_text="Paired percentile bootstrap interval: high.")
+    level = serializers.FloatField(help_text="The interval's level (0.95).")
+    percentile = serializers.FloatField(
+        help_text="The percentile level the expanded interval was read at (above level on "
+        "few items)."
+    )
+    resamples = serializers.IntegerField()
+    seed = serializers.IntegerField()
+    significant = serializers.BooleanField(help_text="The interval excludes 0.")
+
+
+def compare_params(params: Any) -> tuple[BoardKey, int, int]:
+    """The board key and the two row ids of a compare request; a clear error per field."""
+    try:
+        key = BoardKey.parse(params.get("board") or "")
+    except BadBoardKey as exc:
+        raise ValidationError({"board": str(exc).partition(": ")[2]}) from None
+    ids = []
+    for name in ("a", "b"):
+        value = whole_number(params.get(name) or "")
+        if value is None:
+            raise ValidationError({name: "must be a board row id (an integer)"})
+        ids.append(value)
+    return key, ids[0], ids[1]
+
+
+def compare(key: BoardKey, a: int, b: int, user: Any) -> dict[str, Any]:
+    for name, pk in (("a", a), ("b", b)):
+        if visible_board_row(key, pk, user) is None:
+            raise NotFound({name: f"no entry {pk} on board {key}"})
+    try:
+        diff = paired_compare(board=key, a=a, b=b)
+    except NotComparable as exc:
+        field, _, message = str(exc).partition(": ")
+        raise ValidationError({field: message}) from None
+    return {
+        "board": str(key),
+        "a": a,
+        "b": b,
+        "difference": diff.value,
+        "low": diff.low,
+        "high": diff.high,
+        "level": diff.level,
+        "percentile": diff.percentile,
+        "resamples": diff.resamples,
+        "seed": diff.seed,
+        "significant": diff.significant,
+    }
+
+
+class PairedCompareView(APIView):
+    """The paired difference of two entries of one board and its 95% interval.
+
+    Both entries are resampled on the same items (one shared bootstrap draw), so the
+    interval is that of the difference itself, usually much tighter than the two entries'
+    own intervals suggest.
+    """
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "board",
+                {"type": "string", "pattern": BOARD_PATTERN},
+                required=True,
+                description="the board's key (KIND:ID:PHASE:LABEL), as its rows carry it",
+            ),
+            OpenApiParameter("a", ROW_ID, required=True, description="row id of one entry"),
+            OpenApiParameter("b", ROW_ID, required=True, description="row id of the other"),
+        ],
+        responses=PairedDifferenceSerializer,
+    )
+    def get(self, request: Request) -> Response:
+        key, a, b = compare_params(request.query_params)
+        return Response(compare(key, a, b, request.user))

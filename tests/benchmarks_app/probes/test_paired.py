@@ -1,0 +1,127 @@
+"""Issue 27: paired marks written after a run's end, and the paired compare endpoint."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from benchmarks_app.models import PairedRefresh, ProbeRunReport
+from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.selectors.paired import BoardKey
+from benchmarks_app.services.paired import (
+    board_paired_refresh,
+    paired_refresh_request,
+    paired_refresh_take,
+)
+from benchmarks_app.services.phases import phase_create
+from tests.benchmarks_app.probes.conftest import BAD, GOOD, responses_jsonl
+from tests.factories.common import StaffFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+URL = "/api/boards/compare/"
+
+
+def _rows() -> dict[str, ProbeBoardRow]:
+    return {r.model_name: r for r in ProbeBoardRow.objects.filter(phase=None)}
+
+
+def test_a_run_end_writes_paired_marks_through_the_task(scored, submit):
+    submit(suite_name="mini", model_name="twin-of-good", text=responses_jsonl(GOOD))
+    rows = _rows()
+    # The task ran once the run's end committed, and took its request.
+    assert not PairedRefresh.objects.exists()
+    good, twin, bad = rows["good-model"], rows["twin-of-good"], rows["bad-model"]
+    assert good.paired_rank_low == 1 and good.paired_tied is False
+    assert bad.paired_rank_high == 3
+    # Identical responses: tied by the paired rule too, sharing the top of the range.
+    assert twin.paired_tied is True and twin.paired_rank_low == 1
+    # The paired rule only splits ties: its range lies within the unpaired one.
+    for row in rows.values():
+        assert row.rank_low is not None and row.rank_high is not None
+        assert row.rank_low <= row.paired_rank_low <= row.paired_rank_high <= row.rank_high  # type: ignore[operator]
+        assert row.paired_tied is False or row.tied is True
+    served = APIClient().get(reverse("api:probes-leaderboard"), {"suite": "mini"}).json()
+    by_model = {r["model"]: r for r in served["results"]}
+    assert by_model["twin-of-good"]["paired_tied"] is True
+    assert by_model["good-model"]["board"] == str(BoardKey.parse(by_model["good-model"]["board"]))
+
+
+def test_requests_are_coalesced_per_board(scored):
+    key = BoardKey.parse(f"probes:{scored[0].probe_submission.suite_id}:-:x")
+    assert paired_refresh_request(board=key) is True
+    # A second run ending before the task ran asks for nothing more.
+    assert paired_refresh_request(board=key) is False
+    assert paired_refresh_take(board=str(key)) is True
+    assert paired_refresh_take(board=str(key)) is False
+
+
+def test_compare_gives_the_paired_difference(scored, submit):
+    submit(suite_name="mini", model_name="twin-of-good", text=responses_jsonl(GOOD))
+    rows = _rows()
+    good, twin, bad = rows["good-model"], rows["twin-of-good"], rows["bad-model"]
+    board = f"probes:{good.suite_id}:-:{good.suite_version}"  # the key the rows carry
+    api = APIClient()
+    same = api.get(URL, {"board": board, "a": good.pk, "b": twin.pk}).json()
+    assert (same["difference"], same["low"], same["high"], same["significant"]) == (
+        0.0,
+        0.0,
+        0.0,
+        False,
+    )
+    apart = api.get(URL, {"board": board, "a": good.pk, "b": bad.pk}).json()
+    reports = {r.run_id: r.resilience_index for r in ProbeRunReport.objects.all()}
+    assert apart["difference"] == pytest.approx(reports[good.run_id] - reports[bad.run_id])
+    assert apart["low"] <= apart["difference"] <= apart["high"]
+    assert (apart["level"], apart["resamples"]) == (0.95, 2000)
+    # The same draws for every comparison: b - a is the mirror image of a - b.
+    mirror = api.get(URL, {"board": board, "a": bad.pk, "b": good.pk}).json()
+    assert (mirror["low"], mirror["high"]) == pytest.approx((-apart["high"], -apart["low"]))
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"board": "nope", "a": "1", "b": "2"}, "board"),
+        ({"board": "probes:1:-:v", "a": "x", "b": "2"}, "a"),
+        ({"board": "probes:1:-:v", "a": "1"}, "b"),
+    ],
+)
+def test_compare_names_the_bad_field(params, field):
+    response = APIClient().get(URL, params)
+    assert response.status_code == 400
+    assert [e["field"] for e in response.json()["errors"]] == [field]
+
+
+def test_compare_respects_a_hidden_phase(suite, submit):
+    now = timezone.now()
+    phase = phase_create(
+        target=suite,
+        name="Final",
+        slug="final",
+        starts_at=now - timedelta(days=1),
+        ends_at=now + timedelta(days=5),
+        is_hidden=True,
+    )
+    alice, bob = UserFactory.create(), UserFactory.create()
+    submit(suite_name="mini", model_name="alice-m", text=responses_jsonl(GOOD), owner=alice)
+    submit(suite_name="mini", model_name="bob-m", text=responses_jsonl(BAD), owner=bob)
+    rows = {r.model_name: r for r in ProbeBoardRow.objects.filter(phase=phase)}
+    a, b = rows["alice-m"], rows["bob-m"]
+    board = f"probes:{a.suite_id}:{phase.pk}:{a.suite_version}"
+    params = {"board": board, "a": a.pk, "b": b.pk}
+    api = APIClient()
+    # Nobody but staff sees bob's hidden entry: alice gets a 404 naming it, as if absent.
+    assert api.get(URL, params).status_code == 404
+    api.force_authenticate(alice)
+    refused = api.get(URL, params)
+    assert refused.status_code == 404
+    assert [e["field"] for e in refused.json()["errors"]] == ["b"]
+    api.force_authenticate(StaffFactory.create())
+    assert api.get(URL, params).json()["difference"] > 0
+    # The board refresh itself marks the hidden board's rows like any other.
+    result = board_paired_refresh(board=BoardKey.parse(board))
+    assert result.ranked == 2 and result.marked == 2
