@@ -37,4 +37,5 @@ urlpatterns = [
     path("probes/", include("benchmarks_app.views.probes")),
     path("checklist/", include("benchmarks_app.views.checklist")),
     path("runs/", include("benchmarks_app.views.runs")),
+    path("boards/", include("benchmarks_app.views.paired")),
 ]

@@ -18,8 +18,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchmarks_app.formatting import MAX_ID, whole_number
-from benchmarks_app.selectors.paired import BadBoardKey, BoardKey, visible_board_row
-from benchmarks_app.services.paired import NotComparable, paired_compare
+from benchmarks_app.selectors.paired import (
+    BadBoardKey,
+    BoardKey,
+    EntryNotFound,
+    NotComparable,
+    paired_compare,
+)
 
 BOARD_PATTERN = r"^(audit|probes|checklist):[0-9]+:(-|[0-9]+):.*$"
 ROW_ID = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
@@ -58,27 +63,14 @@ def compare_params(params: Any) -> tuple[BoardKey, int, int]:
 
 
 def compare(key: BoardKey, a: int, b: int, user: Any) -> dict[str, Any]:
-    for name, pk in (("a", a), ("b", b)):
-        if visible_board_row(key, pk, user) is None:
-            raise NotFound({name: f"no entry {pk} on board {key}"})
     try:
-        diff = paired_compare(board=key, a=a, b=b)
+        return paired_compare(board=key, a=a, b=b, user=user)
+    except EntryNotFound as exc:
+        field, _, message = str(exc).partition(": ")
+        raise NotFound({field: message}) from None
     except NotComparable as exc:
         field, _, message = str(exc).partition(": ")
         raise ValidationError({field: message}) from None
-    return {
-        "board": str(key),
-        "a": a,
-        "b": b,
-        "difference": diff.value,
-        "low": diff.low,
-        "high": diff.high,
-        "level": diff.level,
-        "percentile": diff.percentile,
-        "resamples": diff.resamples,
-        "seed": diff.seed,
-        "significant": diff.significant,
-    }
 
 
 class PairedCompareView(APIView):

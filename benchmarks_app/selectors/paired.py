@@ -34,7 +34,8 @@ from scoring.audit.board import f1_with_partial_of_sums
 from scoring.checklist.questions import QUESTION_NUMBERS
 from scoring.checklist.scores import PaperAssessment, s_from_sums, s_units
 from scoring.probes.metrics import resilience_from_sums
-from scoring.stats.paired import PairedEntry
+from scoring.stats import DEFAULT_RESAMPLES
+from scoring.stats.paired import PairedEntry, paired_difference
 
 KINDS = ("audit", "probes", "checklist")
 _KEY = re.compile(r"(audit|probes|checklist):([0-9]+):(-|[0-9]+):(.*)")
@@ -261,3 +262,44 @@ def visible_board_row(key: BoardKey, pk: int, user: Any) -> Any | None:
     else:
         mine = Membership.objects.filter(team_id=row.team_id, user=user).exists()
     return row if mine else None
+
+
+class NotComparable(ValueError):
+    """Two entries that cannot be compared pairwise; the message is ``"field: problem"``."""
+
+
+class EntryNotFound(LookupError):
+    """An entry that is not on the board or not visible; the message is ``"field: problem"``."""
+
+
+def paired_compare(*, board: BoardKey, a: int, b: int, user: Any) -> dict[str, Any]:
+    """The paired difference ``a - b`` of two rows (ids) of ``board`` that ``user`` may see,
+    with its 95% paired interval (:func:`scoring.stats.paired.paired_difference`)."""
+    from benchmarks_app.services.paired import PAIRED_SEED
+
+    for name, pk in (("a", a), ("b", b)):
+        if visible_board_row(board, pk, user) is None:
+            raise EntryNotFound(f"{name}: no entry {pk} on board {board}")
+    items = board_items(board.kind, [a, b])
+    for name, pk in (("a", a), ("b", b)):
+        if pk not in items:
+            raise NotComparable(f"{name}: no per-item scores stored for this entry")
+    (keys_a, entry_a), (keys_b, entry_b) = items[a], items[b]
+    if keys_a != keys_b or not keys_a:
+        raise NotComparable("b: the two entries were not scored on the same items")
+    diff = paired_difference(entry_a, entry_b, resamples=DEFAULT_RESAMPLES, seed=PAIRED_SEED)
+    if diff is None:
+        raise NotComparable("b: the difference is undefined on every resample")
+    return {
+        "board": str(board),
+        "a": a,
+        "b": b,
+        "difference": diff.value,
+        "low": diff.low,
+        "high": diff.high,
+        "level": diff.level,
+        "percentile": diff.percentile,
+        "resamples": diff.resamples,
+        "seed": diff.seed,
+        "significant": diff.significant,
+    }

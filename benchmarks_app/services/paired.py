@@ -37,8 +37,6 @@ from scoring.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES
 from scoring.stats.bootstrap import widen_spans
 from scoring.stats.paired import (
     PAIRED_WINDOW,
-    Difference,
-    paired_difference,
     paired_distributions,
     paired_marks,
 )
@@ -192,22 +190,3 @@ def paired_refresh_all() -> list[PairedResult]:
         for scope, phase, label in spec.model.objects.values_list(*fields).distinct():  # type: ignore[attr-defined]
             keys.add(BoardKey(kind, scope, phase, label if kind != "checklist" else ""))
     return [board_paired_refresh(board=k) for k in sorted(keys, key=str)]
-
-
-class NotComparable(ValueError):
-    """Two rows that cannot be compared pairwise; the message names the field."""
-
-
-def paired_compare(*, board: BoardKey, a: int, b: int) -> Difference:
-    """The paired difference ``a - b`` of two rows (ids) of ``board``."""
-    items = board_items(board.kind, [a, b])
-    for name, pk in (("a", a), ("b", b)):
-        if pk not in items:
-            raise NotComparable(f"{name}: no per-item scores stored for this entry")
-    (keys_a, entry_a), (keys_b, entry_b) = items[a], items[b]
-    if keys_a != keys_b or not keys_a:
-        raise NotComparable("b: the two entries were not scored on the same items")
-    diff = paired_difference(entry_a, entry_b, resamples=DEFAULT_RESAMPLES, seed=PAIRED_SEED)
-    if diff is None:
-        raise NotComparable("b: the difference is undefined on every resample")
-    return diff

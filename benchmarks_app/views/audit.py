@@ -55,6 +55,7 @@ from benchmarks_app.services.audit import (
 from benchmarks_app.views.audit_datasets import board_chips, board_query, submit_dataset
 from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.entry_fields import method_fields
+from benchmarks_app.views.paired import paired_columns
 from benchmarks_app.views.tables import Column, SortableTable
 from scoring.audit.metrics import render_markdown
 
@@ -135,6 +136,7 @@ BOARD_COLUMNS = [
         sortable=False,
         title="≈: its interval overlaps the row above (statistically tied with it)",
     ),
+    *paired_columns("scanners"),
     Column(
         "baseline",
         "Baseline",
@@ -170,7 +172,11 @@ BOARD_COLUMNS = [
 INCOMPLETE_COLUMNS = [
     BOARD_COLUMNS[0],
     Column("coverage", "Coverage", sortable=False, title="Repos evaluated / repos in release"),
-    *(c for c in BOARD_COLUMNS[1:] if c.key not in ("repos", "rank_range", "tied", "ci")),
+    *(
+        c
+        for c in BOARD_COLUMNS[1:]
+        if c.key not in ("repos", "rank_range", "tied", "ci", "paired_range", "paired_tied")
+    ),
 ]
 
 REPORT_COLUMNS = [

@@ -62,6 +62,7 @@ from benchmarks_app.views.checklist_actions import (
     team_member_remove_view,
 )
 from benchmarks_app.views.entry_fields import method_fields
+from benchmarks_app.views.paired import paired_columns
 from benchmarks_app.views.tables import Column
 from benchmarks_app.views.upload_fields import UploadField
 
@@ -200,6 +201,7 @@ def leaderboard_columns(*, my_team_id: int | None, staff: bool) -> list[Column]:
             value=lambda row: TIED_MARK if row["tied"] else "",
             title="Statistically tied: the interval overlaps the interval of the entry above",
         ),
+        *paired_columns("entries"),
         Column("created_at", "Submitted", kind="datetime"),
     ]
 

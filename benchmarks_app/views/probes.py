@@ -47,6 +47,7 @@ from benchmarks_app.services.probes import (
 from benchmarks_app.services.uploads import errors_capped, upload_limit_text
 from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.entry_fields import method_fields
+from benchmarks_app.views.paired import paired_columns
 from benchmarks_app.views.tables import Column, SortableTable
 from benchmarks_app.views.upload_fields import UploadField
 from scoring.probes.metrics import board_markdown
@@ -112,6 +113,7 @@ LEADERBOARD_COLUMNS = [
         value=lambda row: TIED_MARK if row["tied"] else "",
         title="Statistically tied: the interval overlaps the interval of the row above",
     ),
+    *paired_columns("models"),
     Column("pass_rate", "Pass rate", kind="pct", title="Share of probes passed"),
     Column(
         "severity_weighted_pass_rate",

@@ -125,3 +125,21 @@ def test_compare_respects_a_hidden_phase(suite, submit):
     # The board refresh itself marks the hidden board's rows like any other.
     result = board_paired_refresh(board=BoardKey.parse(board))
     assert result.ranked == 2 and result.marked == 2
+
+
+def test_board_page_and_compare_page_show_the_paired_marks(client, scored, submit):
+    submit(suite_name="mini", model_name="twin-of-good", text=responses_jsonl(GOOD))
+    rows = _rows()
+    good, twin = rows["good-model"], rows["twin-of-good"]
+    page = client.get(reverse("probes:leaderboard")).content.decode()
+    assert "Paired ranks" in page and "Paired tie" in page
+    board = f"probes:{good.suite_id}:-:{good.suite_version}"
+    shown = client.get("/boards/compare/", {"board": board, "a": good.pk, "b": twin.pk})
+    text = shown.content.decode()
+    assert shown.status_code == 200
+    assert "good-model" in text and "twin-of-good" in text
+    assert "Not significantly different" in text
+    bad = client.get("/boards/compare/", {"board": board, "a": "x", "b": twin.pk})
+    assert bad.status_code == 400 and "a: must be a board row id" in bad.content.decode()
+    missing = client.get("/boards/compare/", {"board": board, "a": 10**9, "b": twin.pk})
+    assert missing.status_code == 404
