@@ -107,6 +107,7 @@ def board_key_of_row(kind: str, row: Any) -> BoardKey:
 @dataclass(frozen=True)
 class RankedRow:
     pk: int
+    position: int
     value: float
     ci_low: float | None
     ci_high: float | None
@@ -121,12 +122,12 @@ def ranked_rows(key: BoardKey) -> list[RankedRow]:
         board_queryset(key)
         .filter(spec.ranked)
         .order_by("position")
-        .values_list("pk", spec.value, "ci_low", "ci_high", *extra)
+        .values_list("pk", "position", spec.value, "ci_low", "ci_high", *extra)
     )
     out = []
-    for pk, value, low, high, *rest in rows:
+    for pk, position, value, low, high, *rest in rows:
         exact = bool(rest) and rest[0] == SubmissionKind.GENUINE_ONLY and value == 0
-        out.append(RankedRow(pk, float(value or 0.0), low, high, exact))
+        out.append(RankedRow(pk, position, float(value or 0.0), low, high, exact))
     return out
 
 

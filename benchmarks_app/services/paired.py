@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from django.db import transaction
+from django.db.models import Count, Max, Q, QuerySet
 
 from benchmarks_app.models import Benchmark, EvaluationRun, PairedRefresh
 from benchmarks_app.selectors.audit_boards import board_judge_key
@@ -110,6 +111,12 @@ def _spans(rows: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     return values, lows, highs, exact
 
 
+def _fingerprint(board: BoardKey) -> dict[str, Any]:
+    """What changes whenever a board's rows do: their number and latest write (a run's end
+    writes ``computed_at`` on every row whose marks move; paired marks do not touch it)."""
+    return board_queryset(board).aggregate(rows=Count("pk"), latest=Max("computed_at"))
+
+
 def board_paired_refresh(
     *,
     board: BoardKey,
@@ -117,7 +124,11 @@ def board_paired_refresh(
     window: int = PAIRED_WINDOW,
     resamples: int = DEFAULT_RESAMPLES,
 ) -> PairedResult:
-    """Compute and store the paired marks of ``board`` (every board kind)."""
+    """Compute and store the paired marks of ``board`` (every board kind).
+
+    Should the board change while they are computed (a run ended meanwhile), nothing is
+    written and the board is asked for again, so marks never describe an older board."""
+    seen = _fingerprint(board)
     rows = ranked_rows(board)
     spec = SPECS[board.kind]
     head = rows[:max_rows]
@@ -145,7 +156,14 @@ def board_paired_refresh(
         window=window,
     )
     model = spec.model
+    after = rows[len(head) - 1].position if head else 0
+    beyond = Q(position__gt=after)
+    if spec.ranked.children:  # (~Q() would match every row)
+        beyond |= ~spec.ranked
     with transaction.atomic():
+        if _fingerprint(board) != seen:
+            paired_refresh_request(board=board)
+            return PairedResult(str(board), len(rows), 0, marks.tested_pairs, 0, 0, 0)
         updates = [
             model(
                 pk=row.pk,
@@ -158,8 +176,7 @@ def board_paired_refresh(
         model.objects.bulk_update(  # type: ignore[attr-defined]
             updates, ["paired_rank_low", "paired_rank_high", "paired_tied"], batch_size=500
         )
-        marked = {r.pk for r in head}
-        board_queryset(board).exclude(pk__in=marked).exclude(
+        board_queryset(board).filter(beyond).exclude(
             paired_rank_low__isnull=True, paired_tied__isnull=True
         ).update(paired_rank_low=None, paired_rank_high=None, paired_tied=None)
     unpaired_ties = board_queryset(board).filter(spec.ranked, **{spec.tie: True}).count()
@@ -171,22 +188,43 @@ def board_paired_refresh(
         split_pairs=marks.split_pairs,
         ties_unpaired=unpaired_ties,
         ties_paired=int(marks.tied_with_above[: len(head)].sum())
-        + board_queryset(board)
-        .filter(spec.ranked, **{spec.tie: True})
-        .exclude(pk__in=marked)
-        .count(),
+        + board_queryset(board).filter(spec.ranked, beyond, **{spec.tie: True}).count(),
     )
 
 
+_KEY_FIELDS = {
+    "audit": ("release_id", "phase_id", "judge"),
+    "probes": ("suite_id", "phase_id", "suite_version"),
+    "checklist": ("challenge_id", "phase_id"),
+}
+
+
+def _board_keys(kind: str, rows: QuerySet[Any]) -> set[BoardKey]:
+    fields = _KEY_FIELDS[kind]
+    return {
+        BoardKey(kind, values[0], values[1], values[2] if len(values) > 2 else "")
+        for values in rows.order_by().values_list(*fields).distinct()
+    }
+
+
 def paired_refresh_all() -> list[PairedResult]:
-    """The paired marks of every board that has rows (after a rebuild of the boards)."""
+    """The paired marks of every board that has rows, now (the bench; after a rebuild)."""
     keys: set[BoardKey] = set()
     for kind, spec in SPECS.items():
-        fields = {
-            "audit": ("release_id", "phase_id", "judge"),
-            "probes": ("suite_id", "phase_id", "suite_version"),
-            "checklist": ("challenge_id", "phase_id", "phase_id"),
-        }[kind]
-        for scope, phase, label in spec.model.objects.values_list(*fields).distinct():  # type: ignore[attr-defined]
-            keys.add(BoardKey(kind, scope, phase, label if kind != "checklist" else ""))
+        keys |= _board_keys(kind, spec.model.objects.all())  # type: ignore[attr-defined]
     return [board_paired_refresh(board=k) for k in sorted(keys, key=str)]
+
+
+def paired_sweep() -> int:
+    """Ask for the paired marks of every board with a ranked row among the first
+    :data:`PAIRED_MAX_ROWS` that has none (a board rewritten whole: a phase revealed, an entry
+    chosen, ``rebuild_boards``); the number of boards asked for. The run sweeper calls it
+    every minute, so no board stays without paired marks for long."""
+    asked = 0
+    for kind, spec in SPECS.items():
+        rows = spec.model.objects.filter(  # type: ignore[attr-defined]
+            spec.ranked, paired_rank_low__isnull=True, position__lte=PAIRED_MAX_ROWS
+        )
+        for key in sorted(_board_keys(kind, rows), key=str):
+            asked += paired_refresh_request(board=key)
+    return asked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchmarks_app.services.paired import paired_sweep
 from benchmarks_app.services.scheduling import piece_process
 from benchmarks_app.services.sweeper import runs_sweep
 from benchmarks_app.services.webhooks import deliveries_sweep
@@ -15,6 +16,11 @@ def process_run_piece(piece_id: int) -> None:
 
 def sweep_runs() -> str:
     """Re-queue what no live worker is doing (the schedule calls this every minute): run
-    pieces, and webhook deliveries whose retry was lost or whose worker died mid-attempt."""
+    pieces, and webhook deliveries whose retry was lost or whose worker died mid-attempt;
+    and ask for the paired marks of boards rewritten whole since (``paired_sweep``)."""
     overdue = deliveries_sweep()
-    return f"{runs_sweep()}; {len(overdue)} overdue webhook delivery(ies) queued"
+    paired = paired_sweep()
+    return (
+        f"{runs_sweep()}; {len(overdue)} overdue webhook delivery(ies) queued; "
+        f"paired marks asked for {paired} board(s)"
+    )

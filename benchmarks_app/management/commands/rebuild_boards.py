@@ -5,6 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from benchmarks_app.services.boards import boards_rebuild
+from benchmarks_app.services.paired import paired_sweep
 
 
 class Command(BaseCommand):
@@ -19,3 +20,5 @@ class Command(BaseCommand):
             f"Rebuilt {done.audit} audit board(s), {done.probes} probe board row(s) and "
             f"{done.checklist} checklist board(s)."
         )
+        asked = paired_sweep()
+        self.stdout.write(f"Paired marks asked for {asked} board(s) (a task each).")

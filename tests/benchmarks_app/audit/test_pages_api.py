@@ -252,7 +252,17 @@ def test_the_board_shows_essential_columns_first_and_the_rest_on_request() -> No
     headers = re.findall(r"<th\b([^>]*)>(.*?)</th>", table, re.S)
     shown = [re.sub(r"<[^>]+>|[↕▲▼]", "", label).strip() for cls, label in headers]
     essential = [s for (cls, _), s in zip(headers, shown, strict=True) if "col-detail" not in cls]
-    assert essential == ["#", "Scanner", "F1+", "95% CI", "Rank range", "Tied", "Baseline"]
+    assert essential == [
+        "#",
+        "Scanner",
+        "F1+",
+        "95% CI",
+        "Rank range",
+        "Tied",
+        "Paired ranks",
+        "Paired tie",
+        "Baseline",
+    ]
     assert all(shown), shown
     detail = [s for (cls, _), s in zip(headers, shown, strict=True) if "col-detail" in cls]
     assert {"TP", "FP", "P", "R", "P+", "R+", "F1+ low"} <= set(detail)

@@ -16,8 +16,10 @@ from benchmarks_app.services.paired import (
     board_paired_refresh,
     paired_refresh_request,
     paired_refresh_take,
+    paired_sweep,
 )
 from benchmarks_app.services.phases import phase_create
+from benchmarks_app.services.probes.boards import probe_board_refresh
 from tests.benchmarks_app.probes.conftest import BAD, GOOD, responses_jsonl
 from tests.factories.common import StaffFactory, UserFactory
 
@@ -143,3 +145,20 @@ def test_board_page_and_compare_page_show_the_paired_marks(client, scored, submi
     assert bad.status_code == 400 and "a: must be a board row id" in bad.content.decode()
     missing = client.get("/boards/compare/", {"board": board, "a": 10**9, "b": twin.pk})
     assert missing.status_code == 404
+
+
+def test_the_sweep_asks_for_boards_rewritten_whole(scored, django_capture_on_commit_callbacks):
+    suite = ProbeBoardRow.objects.first().suite  # type: ignore[union-attr]
+    # A full rewrite (a phase revealed, an entry chosen) leaves the rows without paired marks.
+    probe_board_refresh(suite=suite)
+    assert set(ProbeBoardRow.objects.values_list("paired_rank_low", flat=True)) == {None}
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        assert paired_sweep() == 1
+        # Asked once: a second sweep before the task ran asks for nothing more.
+        assert paired_sweep() == 0
+    assert len(queued) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        PairedRefresh.objects.all().delete()
+        assert paired_sweep() == 1
+    assert None not in set(ProbeBoardRow.objects.values_list("paired_rank_low", flat=True))
+    assert paired_sweep() == 0
