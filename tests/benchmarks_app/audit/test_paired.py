@@ -43,5 +43,7 @@ def test_audit_items_reproduce_the_board_and_identical_scanners_tie(user: Any) -
     out = io.StringIO()
     call_command("audit_leaderboard", "--dataset", SLUG, stdout=out)
     assert "paired ranks 1-2 ≈ tied" in out.getvalue()
-    same = api.get("/api/boards/compare/", {"board": str(key), "a": a.pk, "b": b.pk}).json()
+    same = api.get(
+        "/api/boards/compare/", {"board": str(key), "a": str(a.pk), "b": str(b.pk)}
+    ).json()
     assert (same["difference"], same["low"], same["high"]) == (0.0, 0.0, 0.0)

@@ -67,20 +67,20 @@ def test_compare_gives_the_paired_difference(scored, submit):
     good, twin, bad = rows["good-model"], rows["twin-of-good"], rows["bad-model"]
     board = f"probes:{good.suite_id}:-:{good.suite_version}"  # the key the rows carry
     api = APIClient()
-    same = api.get(URL, {"board": board, "a": good.pk, "b": twin.pk}).json()
+    same = api.get(URL, {"board": board, "a": str(good.pk), "b": str(twin.pk)}).json()
     assert (same["difference"], same["low"], same["high"], same["significant"]) == (
         0.0,
         0.0,
         0.0,
         False,
     )
-    apart = api.get(URL, {"board": board, "a": good.pk, "b": bad.pk}).json()
-    reports = {r.run_id: r.resilience_index for r in ProbeRunReport.objects.all()}
+    apart = api.get(URL, {"board": board, "a": str(good.pk), "b": str(bad.pk)}).json()
+    reports = {r.run_id: r.resilience_index or 0.0 for r in ProbeRunReport.objects.all()}
     assert apart["difference"] == pytest.approx(reports[good.run_id] - reports[bad.run_id])
     assert apart["low"] <= apart["difference"] <= apart["high"]
     assert (apart["level"], apart["resamples"]) == (0.95, 2000)
     # The same draws for every comparison: b - a is the mirror image of a - b.
-    mirror = api.get(URL, {"board": board, "a": bad.pk, "b": good.pk}).json()
+    mirror = api.get(URL, {"board": board, "a": str(bad.pk), "b": str(good.pk)}).json()
     assert (mirror["low"], mirror["high"]) == pytest.approx((-apart["high"], -apart["low"]))
 
 
@@ -114,7 +114,7 @@ def test_compare_respects_a_hidden_phase(suite, submit):
     rows = {r.model_name: r for r in ProbeBoardRow.objects.filter(phase=phase)}
     a, b = rows["alice-m"], rows["bob-m"]
     board = f"probes:{a.suite_id}:{phase.pk}:{a.suite_version}"
-    params = {"board": board, "a": a.pk, "b": b.pk}
+    params = {"board": board, "a": str(a.pk), "b": str(b.pk)}
     api = APIClient()
     # Nobody but staff sees bob's hidden entry: alice gets a 404 naming it, as if absent.
     assert api.get(URL, params).status_code == 404
@@ -136,14 +136,14 @@ def test_board_page_and_compare_page_show_the_paired_marks(client, scored, submi
     page = client.get(reverse("probes:leaderboard")).content.decode()
     assert "Paired ranks" in page and "Paired tie" in page
     board = f"probes:{good.suite_id}:-:{good.suite_version}"
-    shown = client.get("/boards/compare/", {"board": board, "a": good.pk, "b": twin.pk})
+    shown = client.get("/boards/compare/", {"board": board, "a": str(good.pk), "b": str(twin.pk)})
     text = shown.content.decode()
     assert shown.status_code == 200
     assert "good-model" in text and "twin-of-good" in text
     assert "Not significantly different" in text
-    bad = client.get("/boards/compare/", {"board": board, "a": "x", "b": twin.pk})
+    bad = client.get("/boards/compare/", {"board": board, "a": "x", "b": str(twin.pk)})
     assert bad.status_code == 400 and "a: must be a board row id" in bad.content.decode()
-    missing = client.get("/boards/compare/", {"board": board, "a": 10**9, "b": twin.pk})
+    missing = client.get("/boards/compare/", {"board": board, "a": str(10**9), "b": str(twin.pk)})
     assert missing.status_code == 404
 
 
