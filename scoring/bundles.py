@@ -503,18 +503,6 @@ def audit_replay_files(bundle: Bundle) -> dict[str, list[dict[str, Any]]]:
     return files
 
 
-def write_audit_replay(bundle: Bundle, folder: str | Path) -> list[Path]:
-    """Write :func:`audit_replay_files` into ``folder`` (made if missing); the paths written."""
-    target = Path(folder)
-    target.mkdir(parents=True, exist_ok=True)
-    written = []
-    for project, rows in audit_replay_files(bundle).items():
-        path = target / f"{project}_results.json"
-        path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
-        written.append(path)
-    return written
-
-
 # --- Command line ---------------------------------------------------------------------------
 
 
