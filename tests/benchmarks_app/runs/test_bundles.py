@@ -401,3 +401,42 @@ def test_public_run_downloads_anonymously_and_active_runs_wait(
     EvaluationRun.objects.filter(pk=public_audit_run.pk).update(status=RunStatus.RUNNING)
     refused = Client().get(f"/api/runs/{public_audit_run.pk}/bundle/")
     assert refused.status_code == 409 and "running" in refused.json()["detail"]
+
+
+def test_a_hidden_phase_entry_downloads_for_its_entrant_and_staff_only() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from benchmarks_app.models import Phase, ResponseSubmission
+
+    run = _xstest_run()
+    users = get_user_model().objects
+    owner = users.create_user("entrant", password="pw")
+    other = users.create_user("rival", password="pw")
+    staff = users.create_user("curator", password="pw", is_staff=True)
+    now = timezone.now()
+    phase = Phase.objects.create(
+        benchmark="probes",
+        suite=run.probe_submission.suite,  # type: ignore[union-attr]
+        name="Final",
+        slug="final",
+        starts_at=now - timedelta(hours=1),
+        ends_at=now + timedelta(days=1),
+        is_hidden=True,
+    )
+    ResponseSubmission.objects.filter(runs=run).update(owner=owner, phase=phase)
+    EvaluationRun.objects.filter(pk=run.pk).update(phase=phase)
+    url = f"/api/runs/{run.pk}/bundle/"
+
+    def status(user: Any) -> int:
+        client = Client()
+        if user is not None:
+            client.force_login(user)
+        return client.get(url).status_code
+
+    assert (status(owner), status(staff)) == (200, 200)
+    assert (status(other), status(None)) == (404, 404)
+    # Once revealed, the board and its bundles are public.
+    Phase.objects.filter(pk=phase.pk).update(revealed_at=now)
+    assert (status(other), status(None)) == (200, 200)
