@@ -15,7 +15,7 @@ class Command(BaseCommand):
     help = (
         "Write a run's bundle (inputs, judge record, every judge call, votes, verdicts, "
         "metrics; hidden truth left out) to --out. RUN is a run id; without it, the latest "
-        "ended run of --benchmark. Check it with verify_run."
+        "succeeded run (of --benchmark). Check it with verify_run."
     )
 
     def add_arguments(self, parser: Any) -> None:
