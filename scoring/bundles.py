@@ -5,8 +5,9 @@ lists every member with its size and sha256). The members hold the run's inputs 
 responses, papers' answers), its judge record (never an API key: only the name of the
 variable that holds it), every judge call with its prompt and raw answer, the votes and
 verdicts, the stored metrics and, for public data only, the truth's text. :func:`verify`
-recomputes every metric from the verdicts with the functions the site scores with, and an
-audit truth finding's outcome from its votes; nothing here needs a database or a network.
+recomputes every metric from the verdicts with the functions the site scores with, and each
+audit outcome and checklist assessment from its votes; nothing here needs a database or a
+network.
 
 Checks compare what the bundle says was stored with what its own verdicts give: a bundle whose
 member was edited after it was written fails its checksum, and one whose checksums were
@@ -435,14 +436,40 @@ def _papers(verdicts: Mapping[str, Any]) -> dict[str, PaperAssessment]:
     return {k: PaperAssessment(answers=answers[k], correct=correct[k]) for k in answers}
 
 
+def correct_from_votes(votes: Sequence[Mapping[str, Any]]) -> set[int | None]:
+    """The c that an assessment's votes allow: the majority's (with the first vote breaking a
+    tie), and, where the run asked for one vote (CHECKLIST_SINGLE_VOTE), the first valid
+    vote's. ``None`` stands for no verdict (the assessment failed)."""
+    cast: list[Vote[bool]] = [
+        Vote(int(v["number"]), bool(v["correct"]), "1" if v["correct"] else "0")
+        if v.get("correct") is not None
+        else Vote(int(v["number"]), None, None, str(v.get("error", "")))
+        for v in sorted(votes, key=lambda v: int(v["number"]))
+    ]
+    decided = decide(cast)
+    allowed: set[int | None] = {None if decided.label is None else int(decided.label)}
+    first = next((v for v in cast if v.ok), None)
+    allowed.add(None if first is None else int(str(first.label)))
+    return allowed
+
+
 def verify_checklist(bundle: Bundle) -> list[Check]:
     stored = bundle.get(METRICS)
-    papers = _papers(bundle.get(VERDICTS))
+    verdicts = bundle.get(VERDICTS)
+    checks: list[Check] = []
+    for row in verdicts["assessments"]:
+        if not row.get("votes"):
+            continue
+        allowed = correct_from_votes(row["votes"])
+        c = None if row["status"] == "judge_failed" else row["correct"]
+        name = f"{row['paper_kind']} question {row['question']} verdict"
+        checks.append(Check(name, c in allowed, c, sorted(allowed, key=str)))
+    papers = _papers(verdicts)
     if "G" not in papers or not stored.get("scores"):
-        return [_check("scores", stored.get("scores"), None)]
+        return [*checks, _check("scores", stored.get("scores"), None)]
     triplet = (papers["G"], papers.get("A"), papers.get("T"))
     scores = checklist_scores(*triplet)
-    checks = [
+    checks += [
         _check(key, stored["scores"].get(key), getattr(scores, key))
         for key in ("c_g", "c_a", "c_t", "r", "s")
     ]

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from scoring import bundles
-from scoring.bundles import BundleError, outcome_from_votes, read_bundle, same, write_bundle
+from scoring.bundles import (
+    BundleError,
+    correct_from_votes,
+    outcome_from_votes,
+    read_bundle,
+    same,
+    write_bundle,
+)
 
 
 def _members(**extra: Any) -> dict[str, Any]:
@@ -108,6 +115,18 @@ def test_outcome_from_votes_follows_the_consensus_and_tie_break() -> None:
     failed = [_vote(1, 1, "match", 0), _vote(1, 2, "failed", None), _vote(1, 3, "none")]
     assert outcome_from_votes(failed) == ("judge_failed", None)
     assert outcome_from_votes([]) == ("none", None)
+
+
+def test_checklist_verdicts_allowed_by_their_votes() -> None:
+    def votes(*values: bool | None) -> list[dict[str, Any]]:
+        return [{"number": n, "correct": v, "error": ""} for n, v in enumerate(values, start=1)]
+
+    assert correct_from_votes(votes(True, True)) == {1}
+    assert correct_from_votes(votes(False, True, False)) == {0}
+    # A single vote asked after a failed one (CHECKLIST_SINGLE_VOTE) decides; a majority run
+    # with the same votes would have failed, so both readings are allowed.
+    assert correct_from_votes(votes(None, True)) == {None, 1}
+    assert correct_from_votes(votes(None, None)) == {None}
 
 
 def test_main_exits_2_on_an_unreadable_bundle(tmp_path: Path, capsys: Any) -> None:

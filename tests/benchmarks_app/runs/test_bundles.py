@@ -367,7 +367,9 @@ def test_checklist_bundle_verifies_and_an_edited_assessment_fails() -> None:
         return verdicts
 
     forged = bundles.read_bundle(_rewrite(data, bundles.VERDICTS, flip))
-    assert "c_g" in {c.name for c in bundles.verify(forged) if not c.ok}
+    failed = {c.name for c in bundles.verify(forged) if not c.ok}
+    assert "c_g" in failed
+    assert any(name.startswith("G question ") and name.endswith(" verdict") for name in failed)
 
 
 # --- Who may download -----------------------------------------------------------------------
