@@ -44,6 +44,7 @@ from scoring.audit.types import (
 )
 from scoring.checklist.scores import PaperAssessment, checklist_scores, s_interval
 from scoring.judges.consensus import Vote, decide
+from scoring.probes.agreement import refusal_agreement
 from scoring.probes.metrics import resilience_interval
 from scoring.probes.tally import MetricsTally
 from scoring.probes.types import CaseScore
@@ -397,7 +398,7 @@ def _flat(prefix: str, value: Any) -> Iterable[tuple[str, Any]]:
 
 
 def verify_probes(bundle: Bundle) -> list[Check]:
-    verdicts, stored = bundle.get(VERDICTS), bundle.get(METRICS)
+    inputs, verdicts, stored = bundle.get(INPUTS), bundle.get(VERDICTS), bundle.get(METRICS)
     checks: list[Check] = []
     for row in verdicts["cases"]:
         # A case's verdict is its own figures' consequence: an edited "passed" shows here.
@@ -417,6 +418,16 @@ def verify_probes(bundle: Bundle) -> list[Check]:
         checks.append(_check(key, value, mine.get(key)))
     if "ci" in stored:
         checks.append(_check("resilience_index interval", stored["ci"], resilience_interval(cases)))
+    if stored.get("agreement") is not None:
+        # The refusal signal against the human labels (XSTest): the same figures again.
+        labels = {r["response_id"]: r.get("human_label", "") for r in inputs["responses"]}
+        rows = [
+            (c.category, c.boundary_or_refusal_signal, labels.get(row["response_id"], ""))
+            for c, row in zip(cases, verdicts["cases"], strict=True)
+        ]
+        again = dict(_flat("", refusal_agreement(rows, signal=stored["agreement"].get("signal"))))
+        for key, value in _flat("", stored["agreement"]):
+            checks.append(_check(f"agreement.{key}", value, again.get(key)))
     return checks
 
 

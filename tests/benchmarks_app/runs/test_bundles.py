@@ -322,7 +322,7 @@ def test_probe_bundle_verifies_and_an_edited_case_fails() -> None:
     checks = bundles.verify(bundles.read_bundle(data))
     names = {c.name for c in checks}
     assert all(c.ok for c in checks) and "resilience_index interval" in names
-    assert "indices.resilience_index" in names
+    assert "indices.resilience_index" in names and "agreement.kappa" in names
 
     def flip(verdicts: dict[str, Any]) -> dict[str, Any]:
         case = next(r for r in verdicts["cases"] if r["case"]["passed"])
@@ -333,6 +333,15 @@ def test_probe_bundle_verifies_and_an_edited_case_fails() -> None:
     failed = {c.name for c in bundles.verify(forged) if not c.ok}
     assert any(name.startswith("case ") for name in failed)
     assert any("pass_rate" in name for name in failed)
+
+    # The refusal signal of one case, against XSTest's human labels: the agreement moves.
+    def unrefuse(verdicts: dict[str, Any]) -> dict[str, Any]:
+        case = next(r for r in verdicts["cases"] if r["case"]["boundary_or_refusal_signal"])
+        case["case"]["boundary_or_refusal_signal"] = False
+        return verdicts
+
+    forged = bundles.read_bundle(_rewrite(data, bundles.VERDICTS, unrefuse))
+    assert "agreement.kappa" in {c.name for c in bundles.verify(forged) if not c.ok}
 
 
 def _checklist_run() -> EvaluationRun:
