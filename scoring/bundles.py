@@ -476,8 +476,10 @@ def verify_checklist(bundle: Bundle) -> list[Check]:
         name = f"{row['paper_kind']} question {row['question']} verdict"
         checks.append(Check(name, c in allowed, c, sorted(allowed, key=str)))
     papers = _papers(verdicts)
-    if "G" not in papers or not stored.get("scores"):
-        return [*checks, _check("scores", stored.get("scores"), None)]
+    if not stored.get("scores"):
+        return checks
+    if "G" not in papers:
+        return [*checks, _check("scores", stored["scores"], None)]
     triplet = (papers["G"], papers.get("A"), papers.get("T"))
     scores = checklist_scores(*triplet)
     checks += [

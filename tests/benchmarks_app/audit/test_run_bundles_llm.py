@@ -79,6 +79,11 @@ def test_llm_run_bundle_withholds_hidden_prompts_and_verifies_after_a_resume(
         scanner = Scanner.objects.get(name="tool")
         run = run_wait(run=audit_run_create(scanner=scanner, judge="openai"))
         assert run.status == "failed"
+        # A failed run's bundle re-scores too: its unjudged truth findings are not misses.
+        interrupted = bundles.read_bundle(run_bundle(run=run))
+        checks = bundles.verify(interrupted)
+        assert checks and all(c.ok for c in checks), [c.line() for c in checks if not c.ok]
+        assert any(c.name.endswith(" judge_failed") and c.stored == 1 for c in checks)
         state["down"] = False
         run = run_wait(run=run_resume(run=run))
     assert run.status == "succeeded" and run.is_complete
