@@ -502,7 +502,13 @@ def verify(bundle: Bundle) -> list[Check]:
     ]
     if bundle.tampered:
         return checks
-    return VERIFIERS[bundle.manifest.benchmark](bundle)
+    try:
+        return VERIFIERS[bundle.manifest.benchmark](bundle)
+    except KeyError as exc:
+        raise BundleError(f"a member lacks the field {exc.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        # ValidationError is a ValueError: a case or verdict that is not what it should be.
+        raise BundleError(f"a member holds a malformed value: {exc}") from None
 
 
 # --- Replay ---------------------------------------------------------------------------------
@@ -567,10 +573,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         bundle = read_bundle_file(args.bundle)
+        checks = verify(bundle)
     except BundleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    text, ok = report(verify(bundle), verbose=args.verbose)
+    text, ok = report(checks, verbose=args.verbose)
     print(text)
     return 0 if ok else 1
 

@@ -87,6 +87,22 @@ def test_edited_missing_and_unlisted_members_are_tampered() -> None:
     assert {c.name for c in checks} == {f"member {n} checksum" for n in bundle.tampered}
 
 
+def test_a_member_without_its_fields_is_an_error_naming_the_field() -> None:
+    data = write_bundle(benchmark="audit", run_id=1, members=_members(), truth_withheld=False)
+    with pytest.raises(BundleError, match="lacks the field 'truth_results'"):
+        bundles.verify(read_bundle(data))
+    members = _members(**{bundles.VERDICTS: {"cases": [{"case": {"probe_id": 3}}]}})
+    members[bundles.INPUTS] = {"responses": []}
+    data = write_bundle(benchmark="probes", run_id=1, members=members, truth_withheld=False)
+    with pytest.raises(BundleError, match="lacks the field 'probe_id'"):
+        bundles.verify(read_bundle(data))
+    case = {"probe_id": "x", "passed": True, "weighted_risk": "high"}
+    members[bundles.VERDICTS] = {"cases": [{**case, "case": case}]}
+    data = write_bundle(benchmark="probes", run_id=1, members=members, truth_withheld=False)
+    with pytest.raises(BundleError, match="malformed value"):
+        bundles.verify(read_bundle(data))
+
+
 def test_same_allows_float_noise_only() -> None:
     assert same(0.1 + 0.2, 0.3) and same({"a": [1, 2.0]}, {"a": [1.0, 2]})
     assert not same(0.5, 0.5001) and not same(None, 0) and not same({"a": 1}, {"a": 1, "b": 2})

@@ -24,9 +24,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             bundle = read_bundle_file(options["bundle"])
+            checks = verify(bundle)
         except BundleError as exc:
             raise CommandError(f"bundle: {exc}") from None
-        text, ok = report(verify(bundle), verbose=int(options["verbosity"]) > 1)
+        text, ok = report(checks, verbose=int(options["verbosity"]) > 1)
         manifest = bundle.manifest
         self.stdout.write(
             f"{manifest.benchmark} run #{manifest.run_id}"
