@@ -103,7 +103,14 @@ def _audit(run: EvaluationRun) -> tuple[dict[str, Any], bool, list[str], list[st
     truths: dict[int, list[TruthFinding]] = defaultdict(list)
     for t in _run_truth(run):
         truths[t.repo_id].append(t)
-    pinned = dict(AuditRunScan.objects.filter(run=run).values_list("repo_id", "scan_result_id"))
+    # The versions the run judged; a run made before they were pinned judged the one its repo
+    # result names.
+    pinned = dict(
+        AuditRepoResult.objects.filter(run=run, scan_result__isnull=False)
+        .order_by("id")
+        .values_list("repo_id", "scan_result_id")
+    )
+    pinned.update(AuditRunScan.objects.filter(run=run).values_list("repo_id", "scan_result_id"))
     findings: dict[int, list[ScanFinding]] = defaultdict(list)
     for f in ScanFinding.objects.filter(scan_result_id__in=pinned.values()).order_by("index"):
         findings[f.scan_result_id].append(f)
@@ -160,13 +167,10 @@ def _audit(run: EvaluationRun) -> tuple[dict[str, Any], bool, list[str], list[st
     results = []
     for row in rows:
         hidden = row.repo_id in hidden_repos
+        # A hidden repo's vote explanations and errors may quote its truth (or an answer
+        # that does): only the verdicts, indices and vote numbers travel.
         votes = [
-            {
-                **v,
-                "explanation": WITHHELD
-                if hidden and v.get("explanation")
-                else v.get("explanation", ""),
-            }
+            {**v, **{k: WITHHELD for k in ("explanation", "error") if hidden and v.get(k)}}
             for v in (row.votes or [])
         ]
         results.append(
