@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks_app.models import JudgeKind, JudgeRecord
+from benchmarks_app.models.judge_records import JUDGE_NAME_RE
 from scoring.bundles import BundleError, audit_replay_files, read_bundle_file, verify
 from scoring.judges.llm import LLMConfig, make_client
 from scoring.judges.server import probe_server
@@ -202,6 +204,9 @@ def judge_record_import_bundle(
         raise JudgeRecordError(f"bundle: does not verify ({len(bad)} mismatch): {bad[0].line()}")
     if not files:
         raise JudgeRecordError("bundle: holds no audit repo to replay")
+    # Checked before the name becomes a folder: "../x" must never be written anywhere.
+    if not re.fullmatch(JUDGE_NAME_RE, name):
+        raise JudgeRecordError("name: letters, digits, '.', '_' and '-' only (no ':'), at most 80")
     target = Path(folder) if folder else Path(settings.MEDIA_ROOT) / "replays" / name
     if not replace and JudgeRecord.objects.filter(name=name).exists():
         raise JudgeRecordError(f"name: a judge record {name!r} exists; --replace updates it")

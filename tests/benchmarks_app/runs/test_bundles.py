@@ -291,6 +291,12 @@ def test_judge_add_refuses_a_forged_bundle(public_audit_run: EvaluationRun, tmp_
     with pytest.raises(CommandError, match="bundle: does not verify"):
         call_command("judge_add", "forged", "--from-bundle", str(path), stdout=io.StringIO())
     assert not JudgeRecord.objects.filter(name="forged").exists()
+    # A name is checked before it becomes a folder under MEDIA_ROOT.
+    good = tmp_path / "good.zip"
+    good.write_bytes(run_bundle(run=public_audit_run))
+    with pytest.raises(CommandError, match="name: letters"):
+        call_command("judge_add", "../escape", "--from-bundle", str(good), stdout=io.StringIO())
+    assert not (tmp_path / "media" / "escape").exists()
 
 
 # --- Probes and checklist -------------------------------------------------------------------
