@@ -167,5 +167,5 @@ def test_choice_names_the_variable_and_its_choices() -> None:
     choices = ("adaptive", "two", "single")
     assert envparse.env_choice({"V": " Two "}, "V", choices, "adaptive") == "two"
     assert envparse.env_choice({}, "V", choices, "adaptive") == "adaptive"
-    with pytest.raises(envparse.ImproperlyConfiguredEnv, match="CHECKLIST_VOTES='three'.*two"):
+    with pytest.raises(envparse.ImproperlyConfiguredEnv, match=r"CHECKLIST_VOTES='three'.*two"):
         envparse.env_choice({"CHECKLIST_VOTES": "three"}, "CHECKLIST_VOTES", choices, "adaptive")
