@@ -20,7 +20,9 @@ judge needs:
 * permanent refusals (bad credentials, unknown model, rejected request) fail the vote at once;
 * context overflows told apart from other errors (:class:`ContextOverflow`): when requests in
   flight together overflowed a shared context the shared :class:`AdaptiveLimiter` narrows and
-  the call is retried; when this request alone does not fit, the caller may split its batch;
+  the call is retried; when this request alone does not fit, the caller may split its batch
+  (a prompt the server cut to its context without saying so, as Ollama does, is told the same
+  way, from the prompt tokens it reports: :func:`~scoring.judges.server.prompt_cut`);
 * one re-ask when the answer was cut at the bound, does not parse or ``validate`` rejects it:
   the original question plus a short correction (never the broken answer, which may be as long
   as the context), then :class:`~scoring.judges.consensus.VoteFailed`;

@@ -12,6 +12,10 @@ Real servers differ from the OpenAI API in ways that decide whether a run finish
   OpenAI and vLLM answer 400 "maximum context length is N tokens".
   :func:`context_error` recognises all of them, so the caller can split the batch (the same
   question over fewer candidates) or narrow its concurrency instead of retrying into the wall;
+  Ollama says nothing at all and answers a prompt cut to its context: :func:`prompt_cut` tells
+  that from the prompt tokens it reports;
+* what the server says it can do: llama.cpp's ``/props``, vLLM's ``max_model_len``, Ollama's
+  ``/api/version`` and the loaded model's context (:func:`server_limits`);
 * :class:`AdaptiveLimiter` is the concurrency gate that narrows to one call at a time on such an
   overflow and widens again after a run of successes.
 """
