@@ -86,6 +86,8 @@ def test_recorded_votes_measure_both_policies_and_adaptive_asks_what_they_say(
     page = client.get(f"/runs/{adaptive.pk}/").content.decode()
     assert "adaptive (CHECKLIST_VOTES: one vote; another only where the first failed" in page
     assert "17 votes for 15 answers, 1 asked again; always two would ask at least 30" in page
+    votes = client.get(f"/api/runs/{adaptive.pk}/").json()["checklist_votes"]
+    assert (votes["policy"], votes["votes"], votes["asked_again"]) == ("adaptive", 17, 1)
 
 
 def test_checklist_votes_says_when_nothing_can_be_compared() -> None:
