@@ -174,6 +174,8 @@ def judge_probe_summary(found: dict[str, Any]) -> str:
         f"temperature {'yes' if found.get('send_temperature') else 'no'}",
         f"streaming {'yes' if found.get('stream') else 'no'}",
     ]
+    if found.get("server"):
+        parts.append(f"server {found['server']}")
     if found.get("context_tokens"):
         parts.append(f"context {found['context_tokens']} tokens")
     if found.get("slots"):

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.selectors.checklist import checklist_run_votes
 from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
 from benchmarks_app.selectors.run_bundles import RunBundleError, run_bundle, run_bundle_name
 from benchmarks_app.selectors.run_health import (
@@ -153,6 +154,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_cancel": run.status in CANCELLABLE and may_cancel(request.user, run),
             **run_health_flags(run, active=run.status in ACTIVE),
             "usage": run_judge_usage(run=run),
+            "votes": checklist_run_votes(run=run),
         },
     )
 
