@@ -29,6 +29,7 @@ urlpatterns = [
     path("runs/<int:pk>/", shared.RunDetailView.as_view(), name="run-detail"),
     path("runs/<int:pk>/items/", api_runs.RunItemsView.as_view(), name="run-items"),
     path("runs/<int:pk>/cancel/", api_runs.RunCancelView.as_view(), name="run-cancel"),
+    path("runs/<int:pk>/bundle/", api_runs.RunBundleView.as_view(), name="run-bundle"),
     path("submissions/", shared.OwnSubmissionListView.as_view(), name="submission-list"),
     path("boards/compare/", PairedCompareView.as_view(), name="board-compare"),
     path("audit/", include("benchmarks_app.api.audit")),
