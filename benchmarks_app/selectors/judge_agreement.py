@@ -289,7 +289,8 @@ def _cached(key: str, compute: Any) -> Any:
         AuditTruthResult.objects.aggregate(m=Max("id"))["m"],
         ProbeCaseResult.objects.aggregate(m=Max("id"))["m"],
     )
-    full = "judge-agreement:" + hashlib.sha256(f"{key}|{stamp}".encode()).hexdigest()
+    limits = (settings.JUDGE_AGREEMENT_MIN_CURATED, settings.JUDGE_AGREEMENT_MIN_KAPPA)
+    full = "judge-agreement:" + hashlib.sha256(f"{key}|{stamp}|{limits}".encode()).hexdigest()
     value = cache.get(full)
     if value is None:
         value = compute()
