@@ -101,7 +101,7 @@ def test_settling_an_item_that_changed_meanwhile_is_refused(settings: Any, maint
     key = split[0].item_key
     curated_verdict_record(benchmark="audit", item_key=key, verdict="match", author=maintainer)
     # Another maintainer's form was loaded before that verdict: it must not supersede unseen.
-    with pytest.raises(CuratedVerdictError, match="item_key: .* changed meanwhile"):
+    with pytest.raises(CuratedVerdictError, match=r"item_key: .* changed meanwhile"):
         curated_verdict_record(benchmark="audit", item_key=key, verdict="none", author=maintainer)
     assert CuratedVerdict.objects.count() == 1
 
@@ -173,7 +173,7 @@ def test_recorded_import_names_what_it_skips(tmp_path: Path) -> None:
     assert report.skipped == [
         "nowhere_2025_01_results.json: repo 'nowhere_2025_01' is not imported"
     ]
-    with pytest.raises(CuratedVerdictError, match="folder: .* is not a folder"):
+    with pytest.raises(CuratedVerdictError, match=r"folder: .* is not a folder"):
         curated_verdicts_import_audit_recorded(folder=tmp_path / "no", scanner_name="baseline")
 
 
@@ -197,6 +197,7 @@ def test_xstest_labels_agree_with_the_runs_own_human_label_figures() -> None:
     assert report.created == 450 and not report.skipped
     # The run's report compares the same signal with Response.human_label, a separate path.
     own = ProbeRunReport.objects.get(run=run).agreement
+    assert own is not None
     figures = judges_agreement()
     assert [(f["judge"], f["benchmark"]) for f in figures] == [
         (EvaluationRun.objects.get().judge_config["refusal"]["signal"], "probes")
