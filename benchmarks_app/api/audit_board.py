@@ -23,13 +23,11 @@ from benchmarks_app.selectors.audit_boards import (
     AUDIT_ORDERING_COLUMNS,
     PUBLIC_ROW_KEYS,
     BoardNotFound,
-    board_is_restricted,
     board_row,
     board_row_queryset,
     public_row,
     resolve_board,
 )
-from benchmarks_app.selectors.judge_agreement import audit_board_agreement
 
 
 class AuditLeaderboardRowSerializer(serializers.Serializer):
@@ -155,26 +153,9 @@ class LeaderboardView(BoardRowListView):
         except BoardNotFound as exc:
             field, _, message = str(exc).partition(": ")
             raise NotFound({field: message}) from None
-        self._board = board
         if board is None:
             return AuditBoardRow.objects.none()
         return board_row_queryset(board, user=self.request.user)
-
-    def get_paginated_response(self, data: Any) -> Response:
-        """The page of rows, and ``judge_agreement``: the board judge's agreement with curated
-        verdicts on the board's items (null for a hidden phase's board)."""
-        response = super().get_paginated_response(data)
-        board = getattr(self, "_board", None)
-        response.data["judge_agreement"] = (
-            audit_board_agreement(
-                release_id=board.release.pk,
-                judge=board.judge,
-                phase_id=board.phase.pk if board.phase else None,
-            )
-            if board is not None and not board_is_restricted(board, self.request.user)
-            else None
-        )
-        return response
 
     def row(self, obj: Any) -> dict[str, Any]:
         row = board_row(obj)

@@ -26,7 +26,6 @@ from rest_framework.views import APIView
 from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter
 from benchmarks_app.api.parsers import JSONParser
 from benchmarks_app.formatting import MAX_ID
-from benchmarks_app.selectors.judge_agreement import probe_board_agreement
 from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
@@ -250,34 +249,7 @@ class ProbeLeaderboardView(BoardRowListView):
             user=self.request.user,
         )
         self._board_order = probe_board_order(rows)
-        self._agreement_boards = (
-            rows.order_by().values_list("suite_id", "suite__name", "suite_version").distinct()
-            if phase is None or phase.is_revealed
-            else None
-        )
-        self._phase_id = phase.pk if phase is not None else None
         return rows.values(*ROW_COLUMNS)
-
-    def get_paginated_response(self, data: Any) -> Response:
-        """The page of rows, and ``judge_agreement``: per board (suite and version), its refusal
-        signal's agreement with curated verdicts (null for a hidden phase's boards)."""
-        response = super().get_paginated_response(data)
-        boards = self._agreement_boards
-        response.data["judge_agreement"] = (
-            [
-                {
-                    "suite": name,
-                    "suite_version": version,
-                    **probe_board_agreement(
-                        suite_id=suite_id, suite_version=version, phase_id=self._phase_id
-                    ),
-                }
-                for suite_id, name, version in boards
-            ]
-            if boards is not None
-            else None
-        )
-        return response
 
     @property
     def default_ordering(self) -> list[Any]:  # type: ignore[override]

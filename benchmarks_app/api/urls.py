@@ -14,7 +14,11 @@ from benchmarks_app.api import runs as api_runs
 from benchmarks_app.api import shared
 from benchmarks_app.api.auth import token_view
 from benchmarks_app.api.checklist_extract import ChecklistExtractView
-from benchmarks_app.api.judges import JudgeAgreementView
+from benchmarks_app.api.judges import (
+    AuditBoardAgreementView,
+    JudgeAgreementView,
+    ProbeBoardAgreementView,
+)
 
 app_name = "api"
 urlpatterns = [
@@ -31,6 +35,16 @@ urlpatterns = [
     path("runs/<int:pk>/cancel/", api_runs.RunCancelView.as_view(), name="run-cancel"),
     path("submissions/", shared.OwnSubmissionListView.as_view(), name="submission-list"),
     path("judges/agreement/", JudgeAgreementView.as_view(), name="judge-agreement"),
+    path(
+        "audit/leaderboard/agreement/",
+        AuditBoardAgreementView.as_view(),
+        name="audit-leaderboard-agreement",
+    ),
+    path(
+        "probes/leaderboard/agreement/",
+        ProbeBoardAgreementView.as_view(),
+        name="probes-leaderboard-agreement",
+    ),
     path("audit/", include("benchmarks_app.api.audit")),
     path("probes/", include("benchmarks_app.api.probes")),
     path("checklist/extract/", ChecklistExtractView.as_view(), name="checklist-extract"),

@@ -50,7 +50,9 @@ def test_board_page_and_api_say_when_the_judge_has_too_few_curated_verdicts(
 ) -> None:
     note = _note(client)
     assert "no curated verdict yet" in note and "fewer than 30" in note
-    api = client.get(reverse("api:audit-leaderboard")).json()["judge_agreement"]
+    api = client.get(reverse("api:audit-leaderboard-agreement")).json()
+    assert api["board"]["judge"] == "openai:fake-model"
+    api = api["judge_agreement"]
     assert (api["n"], api["accuracy"], api["min_curated"]) == (0, None, 30)
 
     item = next(i for i in review_queue() if SPLIT_TRUTH in i.item_label)
@@ -58,7 +60,7 @@ def test_board_page_and_api_say_when_the_judge_has_too_few_curated_verdicts(
     settings.JUDGE_AGREEMENT_MIN_CURATED = 1
     note = _note(client)
     assert "1 item, accuracy 0.000" in note and "fewer than" not in note
-    api = client.get(reverse("api:audit-leaderboard")).json()["judge_agreement"]
+    api = client.get(reverse("api:audit-leaderboard-agreement")).json()["judge_agreement"]
     assert (api["n"], api["accuracy"]) == (1, 0.0)
     assert api["confusion"]["none"]["match"] == 1
     judge = client.get(reverse("api:judge-agreement"), {"judge": "openai"}).json()
@@ -113,3 +115,11 @@ def test_a_bad_verdict_is_named_and_nothing_recorded(admin_client: Any, split_ru
     messages = [str(m) for m in response.wsgi_request._messages]
     assert any("verdict: 'perhaps' is not one of match, partial, none" in m for m in messages)
     assert not CuratedVerdict.objects.exists()
+
+
+def test_probe_board_agreement_endpoint_names_the_suite(client: Any) -> None:
+    answer = client.get(reverse("api:probes-leaderboard-agreement"))
+    assert answer.status_code == 400 and answer.json()["errors"][0]["field"] == "suite"
+    answer = client.get(reverse("api:probes-leaderboard-agreement"), {"suite": "nope"})
+    assert answer.status_code == 404
+    assert answer.json()["detail"] == "suite: no probe suite named 'nope'"

@@ -177,7 +177,7 @@ def test_recorded_import_names_what_it_skips(tmp_path: Path) -> None:
         curated_verdicts_import_audit_recorded(folder=tmp_path / "no", scanner_name="baseline")
 
 
-def test_xstest_labels_agree_with_the_runs_own_human_label_figures() -> None:
+def test_xstest_labels_agree_with_the_runs_own_human_label_figures(client: Any) -> None:
     xstest = SAMPLE / "probes" / "xstest"
     probe_suite_import(
         name="xstest",
@@ -205,6 +205,12 @@ def test_xstest_labels_agree_with_the_runs_own_human_label_figures() -> None:
     assert figures[0]["n"] == own["n"] == 450
     assert figures[0]["accuracy"] == pytest.approx(own["accuracy"])
     assert figures[0]["kappa"] == pytest.approx(own["kappa"])
+    # The suite's board says the same, in the API and on the page.
+    board = client.get("/api/probes/leaderboard/agreement/", {"suite": "xstest"}).json()
+    (only,) = board["results"]
+    assert only["judge_agreement"]["n"] == 450
+    assert only["judge_agreement"]["kappa"] == pytest.approx(own["kappa"])
+    assert 'judge-agreement" data-n="450"' in client.get("/probes/").content.decode()
 
 
 def test_import_command_prints_every_judges_figures(settings: Any) -> None:
