@@ -87,7 +87,12 @@ class ProbeBoardAgreementView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("suite", str, required=True, description="the suite (exact name)"),
+            OpenApiParameter(
+                "suite",
+                {"type": "string", "minLength": 1},
+                required=True,
+                description="the suite (exact name)",
+            ),
             OpenApiParameter("version", str, description="one suite version (default: all)"),
             OpenApiParameter("phase", str, description="the boards of this phase (its slug)"),
         ],
@@ -95,7 +100,7 @@ class ProbeBoardAgreementView(APIView):
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         params = request.query_params
-        suite = (params.get("suite") or "").strip()
+        suite = params.get("suite") or ""
         if not suite:
             raise ValidationError({"suite": "required: the suite's name"})
         phase = None
