@@ -256,7 +256,9 @@ def agreement_of(found: Iterable[Judgement]) -> list[JudgeAgreement]:
     pairs: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
     failed: dict[tuple[str, str], int] = defaultdict(int)
     seen: set[tuple[str, str]] = set()
-    for j in _latest_per_judge_item(found):
+    # In item order: the bootstrap's seeded draws then pick the same items whatever order the
+    # runs stored their results in, so an interval is reproducible.
+    for j in sorted(_latest_per_judge_item(found), key=lambda j: j.item_key):
         group = (j.judge, j.benchmark)
         seen.add(group)
         curated = verdicts.get((j.benchmark, j.item_key))
