@@ -41,7 +41,7 @@ PARTIAL = "partial match"
 SAMPLE = "sample"
 REASON_ORDER = (SPLIT_VOTE, FAILED, PARTIAL, SAMPLE)
 # The queue reads the judgements of this many latest runs of each benchmark.
-QUEUE_RUNS = 200
+QUEUE_RUNS = 50
 
 
 @dataclass
@@ -316,9 +316,13 @@ def judge_agreement(judge: str) -> list[dict[str, Any]]:
 
     def compute() -> list[dict[str, Any]]:
         found = judgements(judge_runs(judge))
-        # A record's runs may carry a more precise key (openai:MODEL): they are all its judge.
-        for j in found:
-            j.judge = judge
+        if JudgeRecord.objects.filter(name=judge).exists():
+            # A record's runs may carry a more precise key (openai:MODEL): all are its judge.
+            for j in found:
+                j.judge = judge
+        # Probe runs named "rules" decided refusal by the rules or the classifier: keep the
+        # judgements of the signal asked for.
+        found = [j for j in found if j.judge == judge]
         return [a.as_dict() for a in agreement_of(found) if a.judge == judge]
 
     return list(_cached(f"judge:{judge}", compute))

@@ -123,3 +123,26 @@ def test_probe_board_agreement_endpoint_names_the_suite(client: Any) -> None:
     answer = client.get(reverse("api:probes-leaderboard-agreement"), {"suite": "nope"})
     assert answer.status_code == 404
     assert answer.json()["detail"] == "suite: no probe suite named 'nope'"
+
+
+def test_a_hidden_phase_board_gives_no_agreement_until_revealed(client: Any) -> None:
+    from benchmarks_app.models.audit import DatasetRelease
+    from benchmarks_app.services.phases import phase_reveal
+    from tests.benchmarks_app.audit.conftest import publish_dataset
+    from tests.benchmarks_app.audit.test_phase_pages import HIT, _hidden_final, submitted
+    from tests.factories.audit import RepoFactory, TruthFindingFactory
+
+    repo = RepoFactory(project_id="code4rena_vault_2025_01")
+    TruthFindingFactory(repo=repo, title="Reentrancy in withdraw")
+    publish_dataset(repo)
+    phase = _hidden_final(DatasetRelease.objects.get(dataset__slug="ds"))
+    entrant = get_user_model().objects.create_user("entrant", password="pw")
+    entrant_client = type(client)()
+    entrant_client.force_login(entrant)
+    submitted(entrant_client, repo, [HIT])
+    url = reverse("api:audit-leaderboard-agreement")
+    assert client.get(url, {"phase": "final"}).json()["judge_agreement"] is None
+    assert "judge-agreement" not in client.get("/audit/?phase=final").content.decode()
+    phase_reveal(phase=phase)
+    figures = client.get(url, {"phase": "final"}).json()["judge_agreement"]
+    assert figures is not None and figures["judge"] == "offline" and figures["n"] == 0

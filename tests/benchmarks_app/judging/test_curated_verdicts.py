@@ -211,6 +211,11 @@ def test_xstest_labels_agree_with_the_runs_own_human_label_figures(client: Any) 
     assert only["judge_agreement"]["n"] == 450
     assert only["judge_agreement"]["kappa"] == pytest.approx(own["kappa"])
     assert 'judge-agreement" data-n="450"' in client.get("/probes/").content.decode()
+    # The signal is the judge: asking for the other signal finds none of its judgements.
+    signal = figures[0]["judge"]
+    other = "rules" if signal == "classifier" else "classifier"
+    assert [f["n"] for f in judge_agreement(signal)] == [450]
+    assert judge_agreement(other) == []
 
 
 def test_import_command_prints_every_judges_figures(settings: Any) -> None:
