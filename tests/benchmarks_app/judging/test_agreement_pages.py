@@ -132,7 +132,7 @@ def test_a_hidden_phase_board_gives_no_agreement_until_revealed(client: Any) -> 
     from tests.benchmarks_app.audit.test_phase_pages import HIT, _hidden_final, submitted
     from tests.factories.audit import RepoFactory, TruthFindingFactory
 
-    repo = RepoFactory(project_id="code4rena_vault_2025_01")
+    repo: Any = RepoFactory(project_id="code4rena_vault_2025_01")
     TruthFindingFactory(repo=repo, title="Reentrancy in withdraw")
     publish_dataset(repo)
     phase = _hidden_final(DatasetRelease.objects.get(dataset__slug="ds"))
