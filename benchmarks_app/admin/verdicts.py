@@ -27,6 +27,7 @@ QUEUE_PAGE = 50
 @admin.register(CuratedVerdict)
 class CuratedVerdictAdmin(admin.ModelAdmin):
     change_list_template = "judging/admin/verdict_change_list.html"
+    change_form_template = "judging/admin/verdict_change_form.html"
     list_display = ("item_key", "benchmark", "verdict", "source", "author", "created_at", "current")
     list_filter = ("benchmark", "verdict", "source")
     search_fields = ("item_key", "item_label", "note", "source_name")
@@ -47,6 +48,24 @@ class CuratedVerdictAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="Current")
     def current(self, obj: CuratedVerdict) -> bool:
         return not hasattr(obj, "superseded_by")
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # A current verdict can be curated again from its page: the new one supersedes it.
+        found = CuratedVerdict.objects.select_related("superseded_by")
+        verdict = found.filter(pk=int(object_id)).first() if object_id.isdigit() else None
+        again = verdict is not None and self.current(verdict) and self._may_settle(request)
+        context = {
+            **(extra_context or {}),
+            "curate_again": verdict if again else None,
+            "verdict_classes": VERDICT_CLASSES.get(verdict.benchmark, ()) if verdict else (),
+        }
+        return super().change_view(request, object_id, form_url, context)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # verdicts are recorded from the review queue

@@ -146,3 +146,26 @@ def test_a_hidden_phase_board_gives_no_agreement_until_revealed(client: Any) -> 
     phase_reveal(phase=phase)
     figures = client.get(url, {"phase": "final"}).json()["judge_agreement"]
     assert figures is not None and figures["judge"] == "offline" and figures["n"] == 0
+
+
+def test_a_current_verdict_is_curated_again_from_its_page(
+    admin_client: Any, admin_user: Any, split_run: Any
+) -> None:
+    item = review_queue()[0]
+    _settle(admin_client, item, "match")
+    first = CuratedVerdict.objects.get()
+    page = admin_client.get(
+        reverse("admin:benchmarks_app_curatedverdict_change", args=[first.pk])
+    ).content.decode()
+    assert 'id="curate-again"' in page and f'name="current" value="{first.pk}"' in page
+    _settle(admin_client, item, "partial", current=str(first.pk))
+    second = CuratedVerdict.objects.current().get()
+    assert (second.verdict, second.supersedes_id, second.author) == (
+        "partial",
+        first.pk,
+        admin_user,
+    )
+    page = admin_client.get(
+        reverse("admin:benchmarks_app_curatedverdict_change", args=[first.pk])
+    ).content.decode()
+    assert 'id="curate-again"' not in page  # superseded: only the current one is curated again
