@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchmarks_app.api.audit_board import BOARD_PARAMETERS, board_params
+from benchmarks_app.formatting import MAX_ID
 from benchmarks_app.models import ProbeBoardRow
 from benchmarks_app.selectors.audit_boards import BoardNotFound, board_is_restricted, resolve_board
 from benchmarks_app.selectors.judge_agreement import (
@@ -44,6 +45,19 @@ class JudgeAgreementView(APIView):
         return Response({"judge": judge or None, "results": figures})
 
 
+# The board's parameters; a release number is at most the largest id (a larger one is a 400).
+AGREEMENT_BOARD_PARAMETERS = [
+    OpenApiParameter(
+        "release",
+        {"type": "integer", "minimum": 0, "maximum": MAX_ID},
+        description="release number (default: the dataset's official release)",
+    )
+    if p.name == "release"
+    else p
+    for p in BOARD_PARAMETERS
+]
+
+
 class AuditBoardAgreementView(APIView):
     """The audit board's judge against curated verdicts, on the items of the board's runs (the
     board is chosen as in ``/api/audit/leaderboard/``). ``judge_agreement`` is null while the
@@ -51,7 +65,7 @@ class AuditBoardAgreementView(APIView):
 
     permission_classes = [AllowAny]
 
-    @extend_schema(parameters=BOARD_PARAMETERS, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(parameters=AGREEMENT_BOARD_PARAMETERS, responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         try:
             board = resolve_board(**board_params(request))

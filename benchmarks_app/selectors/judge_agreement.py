@@ -350,41 +350,42 @@ def _board_agreement(runs: QuerySet[EvaluationRun], judge_key: str | None) -> di
 
 def audit_board_agreement(*, release_id: int, judge: str, phase_id: int | None) -> dict[str, Any]:
     """The board judge's agreement on the board's runs (the runs behind its rows)."""
+    run_ids: set[int] = set()
+    for ids in AuditBoardRow.objects.filter(
+        Q(phase_id=phase_id) if phase_id is not None else Q(phase__isnull=True),
+        release_id=release_id,
+        judge=judge,
+    ).values_list("run_ids", flat=True):
+        run_ids.update(int(i) for i in ids or [])
 
     def compute() -> dict[str, Any]:
-        run_ids: set[int] = set()
-        for ids in AuditBoardRow.objects.filter(
-            Q(phase_id=phase_id) if phase_id is not None else Q(phase__isnull=True),
-            release_id=release_id,
-            judge=judge,
-        ).values_list("run_ids", flat=True):
-            run_ids.update(int(i) for i in ids or [])
         found = _board_agreement(EvaluationRun.objects.filter(pk__in=run_ids), judge)
         return found or _empty(judge, Benchmark.AUDIT)
 
-    return dict(_cached(f"audit-board:{release_id}:{judge}:{phase_id}", compute))
+    # The board's runs are part of the key: a board whose rows changed is computed again.
+    return dict(_cached(f"audit-board:{judge}:{sorted(run_ids)}", compute))
 
 
 def probe_board_agreement(
     *, suite_id: int, suite_version: str, phase_id: int | None
 ) -> dict[str, Any]:
     """The agreement of the refusal signal of a probe board's runs with curated verdicts."""
+    run_ids = sorted(
+        ProbeBoardRow.objects.filter(
+            Q(phase_id=phase_id) if phase_id is not None else Q(phase__isnull=True),
+            suite_id=suite_id,
+            suite_version=suite_version,
+        ).values_list("run_id", flat=True)
+    )
 
     def compute() -> dict[str, Any]:
-        run_ids = list(
-            ProbeBoardRow.objects.filter(
-                Q(phase_id=phase_id) if phase_id is not None else Q(phase__isnull=True),
-                suite_id=suite_id,
-                suite_version=suite_version,
-            ).values_list("run_id", flat=True)
-        )
         runs = EvaluationRun.objects.filter(pk__in=run_ids)
         keys = sorted({run_judge_key(r) for r in runs.values(*RUN_FIELDS)})
         judge = " + ".join(keys) if keys else "rules"
         found = _board_agreement(runs, judge)
         return found or _empty(judge, Benchmark.PROBES)
 
-    return dict(_cached(f"probe-board:{suite_id}:{suite_version}:{phase_id}", compute))
+    return dict(_cached(f"probe-board:{run_ids}", compute))
 
 
 def _empty(judge: str, benchmark: str) -> dict[str, Any]:
