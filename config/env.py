@@ -57,6 +57,16 @@ def env_float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not a number") from exc
 
 
+def env_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not one of {', '.join(choices)}")
+    return value
+
+
 def env_list(env: Mapping[str, str], name: str, default: list[str]) -> list[str]:
     raw = env.get(name)
     if raw is None:

@@ -306,9 +306,17 @@ PDF_MAX_PAGES = envparse.env_int(ENV, "PDF_MAX_PAGES", 300, minimum=1)
 PDF_MAX_CONTENT_MB = envparse.env_int(ENV, "PDF_MAX_CONTENT_MB", 20, minimum=1)
 PDF_MAX_OPERATORS = envparse.env_int(ENV, "PDF_MAX_OPERATORS", 1_000_000, minimum=1000)
 PDF_MAX_NESTING = envparse.env_int(ENV, "PDF_MAX_NESTING", 32, minimum=2)
-# One LLM vote per checklist answer (a second only when the first could not be obtained),
-# as the challenge's own code asks: half the calls, no majority.
+# Votes per checklist answer. "adaptive": one vote, a second (and a third on disagreement)
+# only where the first failed or was unsure, so about the challenge code's 15 calls a paper;
+# "two": always two, a third on disagreement (30+ calls); "single": the first vote that could
+# be obtained decides. CHECKLIST_SINGLE_VOTE=1 (older name) means "single".
 CHECKLIST_SINGLE_VOTE = envparse.env_bool(ENV, "CHECKLIST_SINGLE_VOTE", False)
+CHECKLIST_VOTES = envparse.env_choice(
+    ENV,
+    "CHECKLIST_VOTES",
+    ("adaptive", "two", "single"),
+    "single" if CHECKLIST_SINGLE_VOTE else "adaptive",
+)
 
 # E-mail (password reset, run-end notifications): printed on the console unless an SMTP
 # server is configured; setting EMAIL_HOST alone switches to SMTP.

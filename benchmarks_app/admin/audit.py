@@ -13,6 +13,7 @@ from django.urls import URLPattern, path, reverse
 from simple_history.admin import SimpleHistoryAdmin
 
 from benchmarks_app.models import Repo, ScanFinding, Scanner, ScanResult, TruthFinding
+from benchmarks_app.selectors.judge_records import judge_record_choices
 from benchmarks_app.services.audit import (
     AuditRunError,
     DatasetError,
@@ -75,7 +76,8 @@ def judge_choices() -> list[tuple[str, str]]:
     if getattr(settings, "OPENAI_API_KEY", "") or getattr(settings, "OPENAI_BASE_URL", None):
         choices.append(("openai", "openai (LLM judge; costs API calls)"))
     choices.append(("replay", "replay (recorded verdicts from a folder)"))
-    return choices
+    # Curated judge records: a local server, another model, a recording kept by name.
+    return choices + judge_record_choices(kinds=("offline", "openai", "replay"))
 
 
 class EvaluateForm(forms.Form):

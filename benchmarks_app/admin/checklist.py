@@ -19,6 +19,7 @@ from benchmarks_app.models import (
     Team,
 )
 from benchmarks_app.models.boards import ChecklistBoardRow
+from benchmarks_app.selectors.judge_records import judge_record_choices
 from benchmarks_app.services.checklist import (
     ChecklistSubmissionError,
     checklist_board_refresh,
@@ -156,6 +157,26 @@ class ChecklistSubmissionAdmin(admin.ModelAdmin):
     readonly_fields = ("board_choice", "phase")
     inlines = [PaperInline]
     actions = [assess_offline, assess_openai]
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        """One more action per curated judge record (a local server, another model)."""
+        actions = super().get_actions(request)
+        for name, label in judge_record_choices(kinds=("offline", "openai")):
+            key = f"assess_with_{name}"
+            description = f"Assess with {label} (appends a new run and score)"
+            actions[key] = (_assess_with(name), key, description)
+        return actions
+
+
+def _assess_with(name: str) -> Any:
+    def action(
+        modeladmin: admin.ModelAdmin,
+        request: HttpRequest,
+        queryset: QuerySet[ChecklistSubmission],
+    ) -> None:
+        _queue(request, queryset, name)
+
+    return action
 
 
 class AnswerInline(admin.TabularInline):

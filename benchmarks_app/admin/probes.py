@@ -10,8 +10,16 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from simple_history.admin import SimpleHistoryAdmin
 
-from benchmarks_app.models import PatternRule, Probe, ProbeSuite, Response, ResponseSubmission
+from benchmarks_app.models import (
+    JudgeRecord,
+    PatternRule,
+    Probe,
+    ProbeSuite,
+    Response,
+    ResponseSubmission,
+)
 from benchmarks_app.models.probes import RefusalSignal
+from benchmarks_app.selectors.judge_records import judge_record_choices
 from benchmarks_app.services.probes import (
     ProbeFormatError,
     RefusalSignalError,
@@ -189,6 +197,23 @@ class PatternRuleAdmin(SimpleHistoryAdmin):
         messages.success(request, f"{created} default rule(s) added.")
 
 
+def _rescore_with(name: str) -> Any:
+    def action(
+        modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[ResponseSubmission]
+    ) -> None:
+        record = JudgeRecord.objects.filter(name=name).first()
+        if record is None:
+            messages.error(request, f"No judge record {name!r} any more.")
+            return
+        runs = [
+            probe_submission_rescore(submission=s, created_by=request.user, judge_record=record)
+            for s in queryset
+        ]
+        messages.success(request, f"Queued {len(runs)} run(s) judged by {name}.")
+
+    return action
+
+
 @admin.register(ResponseSubmission)
 class ResponseSubmissionAdmin(admin.ModelAdmin):
     list_display = ("model_name", "suite", "owner", "response_count", "created_at")
@@ -201,6 +226,15 @@ class ResponseSubmissionAdmin(admin.ModelAdmin):
     def rescore(self, request: HttpRequest, queryset: QuerySet[ResponseSubmission]) -> None:
         runs = [probe_submission_rescore(submission=s, created_by=request.user) for s in queryset]
         messages.success(request, f"Queued {len(runs)} run(s).")
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        """One more action per curated LLM judge record: refusals judged by it."""
+        actions = super().get_actions(request)
+        for name, label in judge_record_choices(kinds=("openai",)):
+            key = f"rescore_with_{name}"
+            description = f"Score again, refusals judged by {label} (appends a new run)"
+            actions[key] = (_rescore_with(name), key, description)
+        return actions
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ResponseSubmission]:
         return super().get_queryset(request).annotate(_n=Count("responses"))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, generics, serializers
 from rest_framework.permissions import IsAuthenticated
@@ -17,6 +19,7 @@ from rest_framework.views import APIView
 from benchmarks_app.api.schema import ErrorSerializer
 from benchmarks_app.api.shared import RunDetailSerializer
 from benchmarks_app.models import EvaluationRun, RunStatus
+from benchmarks_app.selectors.run_bundles import RunBundleError, run_bundle, run_bundle_name
 from benchmarks_app.selectors.run_items import LazyRows, run_items
 from benchmarks_app.selectors.visibility import is_staff, visible_runs
 from benchmarks_app.services.runs import CANCELLABLE, run_cancel
@@ -109,3 +112,26 @@ class RunCancelView(APIView):
 
 def _not_cancellable(run: EvaluationRun) -> str:
     return f"Run #{run.pk} is {run.status}; only a run that has not ended can be cancelled."
+
+
+class RunBundleView(APIView):
+    """The run's bundle (a zip with a versioned manifest and each member's sha256): inputs,
+    judge record (the API key's variable name only), every judge call with its prompt and raw
+    answer, votes, verdicts and metrics; the truth's text only where it is public. Visible to
+    whoever may see the run. ``manage.py verify_run FILE`` re-scores it offline."""
+
+    @extend_schema(
+        responses={
+            (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY),
+            409: OpenApiResponse(ErrorSerializer, description="The run is still being judged."),
+        },
+    )
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        run = generics.get_object_or_404(visible_runs(request.user), pk=pk)
+        try:
+            data = run_bundle(run=run)
+        except RunBundleError as exc:
+            raise Conflict(str(exc)) from None
+        response = HttpResponse(data, content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="{run_bundle_name(run)}"'
+        return response

@@ -26,6 +26,7 @@ from benchmarks_app.api.filters import StrictBooleanFilter
 from benchmarks_app.formatting import MAX_ID
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.selectors.checklist import checklist_run_votes
 from benchmarks_app.selectors.leaderboards import (
     OwnSubmission,
     benchmark_summaries,
@@ -183,6 +184,11 @@ class RunDetailSerializer(RunSerializer):
         "high_stakes_failure_rate; checklist: c_g, c_a, c_t, r, s. Always is_complete."
     )
     items = serializers.SerializerMethodField(help_text="The run's per-item results, paged.")
+    checklist_votes = serializers.SerializerMethodField(
+        help_text="Checklist runs: how answers were voted on (policy, CHECKLIST_VOTES: adaptive, "
+        "two or single) and what it cost: answers, votes, asked_again (answers given more than "
+        "one vote), two_would_ask (2 x answers); null for other runs."
+    )
     judge_usage = serializers.SerializerMethodField(
         help_text="The run's judge calls: calls_new (requests sent), calls_cached, tokens_in, "
         "tokens_out, tokens_reasoning (of tokens_out), latency_p50_ms and latency_p95_ms over "
@@ -196,6 +202,7 @@ class RunDetailSerializer(RunSerializer):
             "repos",
             "judge_config",
             "judge_usage",
+            "checklist_votes",
             "failure_causes",
             "metrics",
             "items",
@@ -209,6 +216,10 @@ class RunDetailSerializer(RunSerializer):
     @extend_schema_field({"type": "object", "additionalProperties": True})
     def get_judge_usage(self, run: EvaluationRun) -> dict[str, Any]:
         return run_judge_usage(run=run).as_dict()
+
+    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
+    def get_checklist_votes(self, run: EvaluationRun) -> dict[str, Any] | None:
+        return checklist_run_votes(run=run)
 
     @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
     def get_metrics(self, run: EvaluationRun) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ urlpatterns = [
     path("runs/<int:pk>/", shared.RunDetailView.as_view(), name="run-detail"),
     path("runs/<int:pk>/items/", api_runs.RunItemsView.as_view(), name="run-items"),
     path("runs/<int:pk>/cancel/", api_runs.RunCancelView.as_view(), name="run-cancel"),
+    path("runs/<int:pk>/bundle/", api_runs.RunBundleView.as_view(), name="run-bundle"),
     path("submissions/", shared.OwnSubmissionListView.as_view(), name="submission-list"),
     path("judges/agreement/", JudgeAgreementView.as_view(), name="judge-agreement"),
     path(

@@ -323,3 +323,39 @@ def checklist_submission_detail(*, user: Any, pk: int) -> SubmissionDetail | Non
 
 def visible_paper(*, user: Any, pk: int) -> Paper | None:
     return visible_papers(user).filter(pk=pk).first()
+
+
+# How each CHECKLIST_VOTES policy asks, in words for the run page.
+VOTE_POLICY_TEXT = {
+    "adaptive": "one vote; another only where the first failed or was unsure",
+    "two": "two votes, a third on disagreement",
+    "single": "the first vote that could be obtained",
+}
+
+
+def checklist_run_votes(*, run: EvaluationRun) -> dict[str, Any] | None:
+    """How ``run``'s answers were voted on (CHECKLIST_VOTES) and the votes it cost: answers
+    judged, votes asked, answers asked again; ``None`` before a checklist run recorded it."""
+    policy = (run.judge_config or {}).get("votes")
+    if run.benchmark != "checklist" or not policy:
+        return None
+    rows = ChecklistAssessment.objects.filter(run=run).exclude(status=AssessmentStatus.SKIPPED_TODO)
+    counts = [len(v) if isinstance(v, list) else 0 for v in rows.values_list("votes", flat=True)]
+    return {
+        "policy": policy,
+        "text": VOTE_POLICY_TEXT.get(policy, policy),
+        "answers": len(counts),
+        "votes": sum(counts),
+        "asked_again": sum(1 for n in counts if n > 1),
+        "two_would_ask": 2 * len(counts),
+    }
+
+
+def checklist_recorded_votes(*, run_ids: list[int] | None = None) -> list[list[dict[str, Any]]]:
+    """The votes recorded on each judged checklist answer (TODO answers have none), of
+    ``run_ids`` or of every checklist run: what :func:`scoring.checklist.votes.compare_policies`
+    reads. Staff reads (management command, bench): no visibility filter."""
+    rows = ChecklistAssessment.objects.exclude(status=AssessmentStatus.SKIPPED_TODO)
+    if run_ids:
+        rows = rows.filter(run_id__in=run_ids)
+    return [v for v in rows.order_by("pk").values_list("votes", flat=True) if isinstance(v, list)]

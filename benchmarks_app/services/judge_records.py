@@ -8,7 +8,10 @@ replay folder needs no record.
 
 from __future__ import annotations
 
+import json
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -18,6 +21,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks_app.models import JudgeKind, JudgeRecord
+from benchmarks_app.models.judge_records import JUDGE_NAME_RE
+from scoring.bundles import BundleError, audit_replay_files, read_bundle_file, verify
 from scoring.judges.llm import LLMConfig, make_client
 from scoring.judges.server import probe_server
 
@@ -169,6 +174,8 @@ def judge_probe_summary(found: dict[str, Any]) -> str:
         f"temperature {'yes' if found.get('send_temperature') else 'no'}",
         f"streaming {'yes' if found.get('stream') else 'no'}",
     ]
+    if found.get("server"):
+        parts.append(f"server {found['server']}")
     if found.get("context_tokens"):
         parts.append(f"context {found['context_tokens']} tokens")
     if found.get("slots"):
@@ -176,3 +183,42 @@ def judge_probe_summary(found: dict[str, Any]) -> str:
     if found.get("reasoning"):
         parts.append("reasons before answering")
     return ", ".join(parts)
+
+
+def judge_record_import_bundle(
+    *, name: str, bundle_path: str | Path, folder: str | Path | None = None, replace: bool = False
+) -> tuple[JudgeRecord, int]:
+    """A replay judge answering with an audit run bundle's recorded verdicts: its rows are
+    written to ``folder`` (default ``MEDIA_ROOT/replays/NAME``) in the ``replay:DIR`` layout, and
+    a replay record ``name`` points at it. A run made with it on the same scan findings and
+    truth gets the bundle's verdicts without a call. Returns the record and the repos written.
+
+    Only a bundle that verifies is imported: one whose verdicts do not give its metrics, or
+    whose checksums fail, would replay something other than the entry it claims to be.
+    """
+    try:
+        bundle = read_bundle_file(bundle_path)
+        files = audit_replay_files(bundle)
+    except BundleError as exc:
+        raise JudgeRecordError(f"bundle: {exc}") from None
+    bad = [c for c in verify(bundle) if not c.ok]
+    if bad:
+        raise JudgeRecordError(f"bundle: does not verify ({len(bad)} mismatch): {bad[0].line()}")
+    if not files:
+        raise JudgeRecordError("bundle: holds no audit repo to replay")
+    # Checked before the name becomes a folder: "../x" must never be written anywhere.
+    if not re.fullmatch(JUDGE_NAME_RE, name):
+        raise JudgeRecordError("name: letters, digits, '.', '_' and '-' only (no ':'), at most 80")
+    target = Path(folder) if folder else Path(settings.MEDIA_ROOT) / "replays" / name
+    if not replace and JudgeRecord.objects.filter(name=name).exists():
+        raise JudgeRecordError(f"name: a judge record {name!r} exists; --replace updates it")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for project, rows in files.items():
+            (target / f"{project}_results.json").write_text(json.dumps(rows), encoding="utf-8")
+    except OSError as exc:
+        raise JudgeRecordError(f"base_url: cannot write {target}: {exc.strerror or exc}") from None
+    record = judge_record_create(
+        name=name, kind=JudgeKind.REPLAY, base_url=str(target.resolve()), replace=replace
+    )
+    return record, len(files)

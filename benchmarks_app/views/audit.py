@@ -43,6 +43,7 @@ from benchmarks_app.selectors.audit_boards import (
 from benchmarks_app.selectors.audit_progress import board_runs_in_progress
 from benchmarks_app.selectors.board_ordering import JsonNumber
 from benchmarks_app.selectors.judge_agreement import audit_board_agreement
+from benchmarks_app.selectors.judge_records import judge_record_choices
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_repos
 from benchmarks_app.services.audit import (
@@ -403,7 +404,8 @@ def scanner_describe(request: HttpRequest, name: str) -> HttpResponse:
 
 def judge_choices(user: Any) -> list[tuple[str, str]]:
     """Offline always; OpenAI only where the site is configured to pay for (or serve) it and
-    this user may spend it, by the same rules the service applies."""
+    this user may spend it, by the same rules the service applies; for staff, every curated
+    judge record too."""
     choices = [("offline", "Offline (TF-IDF similarity, free and deterministic)")]
     configured = getattr(settings, "OPENAI_API_KEY", "") or getattr(
         settings, "OPENAI_BASE_URL", None
@@ -411,6 +413,9 @@ def judge_choices(user: Any) -> list[tuple[str, str]]:
     if configured and participant_openai_allowed(user):
         model = getattr(settings, "JUDGE_MODEL", "o4-mini")
         choices.append(("openai", f"OpenAI ({model}, majority of votes)"))
+    if getattr(user, "is_staff", False):
+        # Staff may judge with any curated record (a local server, another model).
+        choices += judge_record_choices(kinds=("offline", "openai"))
     return choices
 
 

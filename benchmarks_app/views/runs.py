@@ -16,7 +16,9 @@ from django.views.decorators.http import require_POST
 
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.selectors.checklist import checklist_run_votes
 from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
+from benchmarks_app.selectors.run_bundles import RunBundleError, run_bundle, run_bundle_name
 from benchmarks_app.selectors.run_health import (
     pieces_not_picked_up,
     run_is_stuck,
@@ -152,8 +154,26 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_cancel": run.status in CANCELLABLE and may_cancel(request.user, run),
             **run_health_flags(run, active=run.status in ACTIVE),
             "usage": run_judge_usage(run=run),
+            "votes": checklist_run_votes(run=run),
         },
     )
+
+
+def bundle_response(run: EvaluationRun) -> HttpResponse:
+    """The run's bundle as a download (shared with ``/api/runs/<id>/bundle/``)."""
+    response = HttpResponse(run_bundle(run=run), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{run_bundle_name(run)}"'
+    return response
+
+
+@never_cache
+def run_bundle_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Who may see the run may download its bundle; hidden truth is never in it."""
+    run = get_object_or_404(visible_runs(request.user), pk=pk)
+    try:
+        return bundle_response(run)
+    except RunBundleError as exc:
+        return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8")
 
 
 def may_cancel(user: Any, run: EvaluationRun) -> bool:
@@ -231,4 +251,5 @@ urlpatterns = [
     path("<int:pk>/", run_detail, name="detail"),
     path("<int:pk>/status/", run_status, name="status"),
     path("<int:pk>/cancel/", run_cancel_view, name="cancel"),
+    path("<int:pk>/bundle/", run_bundle_view, name="bundle"),
 ]

@@ -1,7 +1,8 @@
 """Checklist judges: each decides whether one checklist answer is correct (c = 1) or not.
 
 All judges answer one vote at a time (``vote(item, vote_number)``) so that every judge goes
-through the same consensus (:func:`assess_item`): two votes, a third only on disagreement.
+through the same consensus (:func:`assess_item`): one vote, more only where the first failed
+or is unsure (or always two, a third on disagreement: CHECKLIST_VOTES).
 
 - :class:`OfflineChecklistJudge`: deterministic evidence checks, no network (the default).
 - :class:`RecordedChecklistJudge`: assessments already made (the challenge's CSV files).
@@ -16,10 +17,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from scoring.checklist.evidence import Reading, Topics, find_section, named_sections, words
-from scoring.judges.consensus import ConsensusResult, VoteFailed, first_valid, run_consensus
+from scoring.judges.consensus import (
+    ConsensusResult,
+    VoteFailed,
+    confirm_unsure,
+    first_valid,
+    run_consensus,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,9 @@ class ChecklistVerdict(BaseModel):
     correct: bool = Field(description="True when the answer and justification are correct.")
     # No maxLength: strict structured outputs reject it; stored feedback is cut instead.
     feedback: str = Field(default="", description="Short feedback for the authors.")
+    # Set by a judge that read only part of the paper (cut to fit the server's context); not
+    # part of the answer's schema.
+    _partial: bool = PrivateAttr(default=False)
 
 
 class ChecklistJudge(Protocol):
@@ -53,18 +63,62 @@ def classify(verdict: ChecklistVerdict) -> str:
     return "1" if verdict.correct else "0"
 
 
+# How many votes an answer gets (CHECKLIST_VOTES).
+ADAPTIVE, TWO, SINGLE = "adaptive", "two", "single"
+VOTE_POLICIES = (ADAPTIVE, TWO, SINGLE)
+
+# A judge that says it could not tell: its verdict is a guess that a second vote may overturn.
+_HEDGE = re.compile(
+    r"\b(?:unclear|uncertain|not (?:entirely |fully )?clear|not sure|unsure|ambiguous"
+    r"|cannot (?:be )?(?:determine|determined|verif\w*|assess\w*|tell|confirm\w*|judge)"
+    r"|can't (?:determine|verify|tell|confirm|judge)"
+    r"|(?:unable|impossible|not possible|hard|difficult) to (?:determine|verify|assess|tell|say"
+    r"|confirm|judge)"
+    r"|(?:insufficient|not enough|limited) (?:information|evidence|context|text)"
+    r"|may or may not|hard to say|partially|partly|(?:text|paper) (?:is|was|appears) "
+    r"(?:cut|truncated|incomplete)|truncated)\b",
+    re.IGNORECASE,
+)
+
+
+def unsure(verdict: ChecklistVerdict) -> str:
+    """Why ``verdict`` may not be the judge's last word ("" when it is sure): it read only
+    part of the paper, gave no feedback, or its feedback says it could not tell."""
+    if verdict._partial:
+        return "read only part of the paper"
+    feedback = verdict.feedback.strip()
+    if not feedback:
+        return "no feedback"
+    m = _HEDGE.search(feedback)
+    return f"feedback says {m.group(0).lower()!r}" if m else ""
+
+
 async def assess_item(
-    judge: ChecklistJudge, item: ChecklistItem, *, iterations: int = 3, single: bool = False
+    judge: ChecklistJudge,
+    item: ChecklistItem,
+    *,
+    iterations: int = 3,
+    single: bool = False,
+    policy: str = ADAPTIVE,
 ) -> ConsensusResult[ChecklistVerdict]:
-    """Majority of votes (two, a third on disagreement), or with ``single`` the first vote
-    that could be obtained (CHECKLIST_SINGLE_VOTE: half the calls, no second opinion)."""
+    """The verdict on one answer under ``policy`` (CHECKLIST_VOTES):
+
+    - ``adaptive``: one vote; a second (a third on disagreement) only where the first failed
+      or is :func:`unsure` -- where another vote can change the outcome;
+    - ``two``: two votes, a third on disagreement (a majority for every answer);
+    - ``single`` (or ``single=True``): the first vote that could be obtained decides.
+    """
 
     async def ask(vote_number: int) -> ChecklistVerdict:
         return await judge.vote(item, vote_number)
 
-    if single:
+    if single or policy == SINGLE:
         return await first_valid(ask, classify, iterations=iterations)
-    return await run_consensus(ask, classify, iterations=iterations)
+    if policy == TWO:
+        return await run_consensus(ask, classify, iterations=iterations)
+    if policy != ADAPTIVE:
+        raise ValueError(f"policy: {policy!r} is not one of {', '.join(VOTE_POLICIES)}")
+    return await confirm_unsure(ask, classify, unsure, iterations=iterations)
 
 
 # --- offline: evidence checks where the answer points ----------------------------------------

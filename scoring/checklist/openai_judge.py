@@ -89,6 +89,12 @@ def fitted_paper(item: ChecklistItem, overflow: ContextOverflow, bound: int) -> 
     return item.paper_text[:keep]
 
 
+def _read(verdict: ChecklistVerdict, item: ChecklistItem, whole: str) -> ChecklistVerdict:
+    # A verdict on part of the paper is a guess about the rest: another vote may be worth it.
+    verdict._partial = len(item.paper_text) < len(whole)
+    return verdict
+
+
 @dataclass
 class OpenAIChecklistJudge:
     client: Any  # openai.AsyncOpenAI, created in (and closed by) the loop that uses it
@@ -105,9 +111,10 @@ class OpenAIChecklistJudge:
         await self.client.close()
 
     async def vote(self, item: ChecklistItem, vote_number: int) -> ChecklistVerdict:
+        whole = item.paper_text
         for _ in range(3):
             try:
-                return await self._vote(item, vote_number)
+                return _read(await self._vote(item, vote_number), item, whole)
             except ContextOverflow as overflow:
                 # A paper longer than the server's context: ask about the part that fits.
                 bound = self.config.max_answer_tokens
@@ -115,7 +122,7 @@ class OpenAIChecklistJudge:
                 if cut is None:
                     raise
                 item = dataclasses.replace(item, paper_text=cut)
-        return await self._vote(item, vote_number)
+        return _read(await self._vote(item, vote_number), item, whole)
 
     async def _vote(self, item: ChecklistItem, vote_number: int) -> ChecklistVerdict:
         verdict = await structured_call(

@@ -135,6 +135,37 @@ async def first_valid(
     return ConsensusResult(None, None, tuple(votes), reason="no valid vote")
 
 
+async def confirm_unsure(
+    ask: Callable[[int], Awaitable[T]],
+    classify: Callable[[T], str],
+    unsure: Callable[[T], str],
+    *,
+    iterations: int = 3,
+    tie_break: TieBreak[T] = first_vote,
+) -> ConsensusResult[T]:
+    """One vote, and more only where they can change the outcome.
+
+    A first vote that is valid and sure (``unsure(verdict)`` is empty) decides alone, as a
+    single-judge challenge does. A first vote that failed or is unsure is followed as in
+    :func:`run_consensus`: a second vote, a third while no majority of ``iterations`` holds.
+    """
+    if iterations < 1:
+        raise ValueError("iterations must be at least 1")
+    first = await _ask_one(1, ask, classify)
+    if first.ok and first.verdict is not None:
+        doubt = unsure(first.verdict)
+        if not doubt:
+            return ConsensusResult(first.verdict, first.label, (first,), reason="one sure vote")
+    votes = [first]
+    needed = iterations // 2 + 1
+    while len(votes) < iterations:
+        counts = Counter(v.label for v in votes if v.ok)
+        if len(votes) >= 2 and counts and counts.most_common(1)[0][1] >= needed:
+            break
+        votes.append(await _ask_one(len(votes) + 1, ask, classify))
+    return decide(votes, tie_break=tie_break)
+
+
 async def run_consensus(
     ask: Callable[[int], Awaitable[T]],
     classify: Callable[[T], str],

@@ -22,6 +22,7 @@ REPLAY = "replay"  # the replay judge has no recorded verdict: asking again cann
 SERVER = "server"  # HTTP 200 with something that is not a chat completion: the server's fault
 SLOW = "slow"  # the server was generating but could not finish the bound within the timeout
 REASONING = "reasoning"  # a reasoning model spent its whole answer bound thinking
+PROMPT_CUT = "prompt_cut"  # the server cut the prompt to its context without an error (Ollama)
 OTHER = "other"
 
 RESUMABLE = frozenset({TRANSIENT, INVALID})
@@ -47,6 +48,10 @@ ADVICE = {
     REASONING: "A reasoning model spent the whole answer bound thinking and never answered: "
     "raise JUDGE_MAX_ANSWER_TOKENS (reasoning counts against it) or lower the model's "
     "reasoning effort, then resume.",
+    PROMPT_CUT: "The server cut prompts to its context without an error (Ollama does), so the "
+    "judge never saw them whole: raise its context per request (OLLAMA_CONTEXT_LENGTH=N "
+    "ollama serve, or PARAMETER num_ctx N in the model's Modelfile; ollama ps shows the context "
+    "in use), or lower CHECKLIST_BODY_WORD_CAP for papers, then resume.",
     REPLAY: "The replay judge only repeats recorded verdicts: add verdicts for these items to "
     "the recording, or evaluate with a live judge (openai:MODEL) or the offline judge.",
     OTHER: "See the error; resume the run once it is fixed.",

@@ -20,7 +20,9 @@ judge needs:
 * permanent refusals (bad credentials, unknown model, rejected request) fail the vote at once;
 * context overflows told apart from other errors (:class:`ContextOverflow`): when requests in
   flight together overflowed a shared context the shared :class:`AdaptiveLimiter` narrows and
-  the call is retried; when this request alone does not fit, the caller may split its batch;
+  the call is retried; when this request alone does not fit, the caller may split its batch
+  (a prompt the server cut to its context without saying so, as Ollama does, is told the same
+  way, from the prompt tokens it reports: :func:`~scoring.judges.server.prompt_cut`);
 * one re-ask when the answer was cut at the bound, does not parse or ``validate`` rejects it:
   the original question plus a short correction (never the broken answer, which may be as long
   as the context), then :class:`~scoring.judges.consensus.VoteFailed`;
@@ -79,6 +81,7 @@ from scoring.judges.server import (
     context_error,
     error_message,
     is_transient,
+    prompt_cut,
     raw_error,
 )
 from scoring.judges.wire import (
@@ -526,6 +529,29 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
             if q.limiter is not None:
                 q.limiter.succeeded()
             tin, tout = reply.tokens_in, reply.tokens_out
+            cut = prompt_cut(
+                config.profile,
+                estimated=estimate_tokens(system_message, user_text),
+                reported=tin,
+            )
+            if cut is not None:
+                # The answer is to a prompt the judge never saw whole (Ollama cuts silently):
+                # not cached, and told as a context failure so that the batch splits or the
+                # paper is cut to fit, as for a server that says the prompt does not fit.
+                await q.ledger.end(
+                    ticket,
+                    attempt,
+                    started,
+                    "error",
+                    tin,
+                    tout,
+                    cut.message,
+                    raw=reply.raw,
+                    reasoning=reply.tokens_reasoning,
+                )
+                raise ContextOverflow(
+                    failures.tag(failures.PROMPT_CUT, _cut_reason(cut, config)), detail=cut
+                )
             content = reply.content
             truncated = reply.truncated
             # The bound this request was sent (lowered where its prompt left less room).
@@ -615,6 +641,15 @@ def _slow(config: LLMConfig, timeout: AnswerTimeout) -> str:
         f"(JUDGE_MAX_ANSWER_TOKENS) needs about {need:.0f} s at that speed, more than "
         f"JUDGE_TIMEOUT_S={config.timeout_s:.0f}"
     )
+
+
+def _cut_reason(cut: ContextError, config: LLMConfig) -> str:
+    if config.profile.server == "ollama":
+        return (
+            f"Ollama at {config.base_url}: {cut.message}; raise its context "
+            "(OLLAMA_CONTEXT_LENGTH=N ollama serve, or the model's num_ctx)"
+        )
+    return f"the server at {config.base_url}: {cut.message}; give it a larger context"
 
 
 def _overflow(message: str, overflow: ContextError, bound: int = 0) -> ContextOverflow:

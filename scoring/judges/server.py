@@ -12,6 +12,10 @@ Real servers differ from the OpenAI API in ways that decide whether a run finish
   OpenAI and vLLM answer 400 "maximum context length is N tokens".
   :func:`context_error` recognises all of them, so the caller can split the batch (the same
   question over fewer candidates) or narrow its concurrency instead of retrying into the wall;
+  Ollama says nothing at all and answers a prompt cut to its context: :func:`prompt_cut` tells
+  that from the prompt tokens it reports;
+* what the server says it can do: llama.cpp's ``/props``, vLLM's ``max_model_len``, Ollama's
+  ``/api/version`` and the loaded model's context (:func:`server_limits`);
 * :class:`AdaptiveLimiter` is the concurrency gate that narrows to one call at a time on such an
   overflow and widens again after a run of successes.
 """
@@ -59,6 +63,9 @@ class ServerProfile:
     tokens_per_s: float | None = None
     speed_source: str = ""  # "server" (llama.cpp's timings) or "measured" (probe's latency)
     reasoning: bool = False
+    # Which server it is, where it says: "llama.cpp" (/props), "vllm" (max_model_len),
+    # "ollama" (/api/version); empty when it does not say.
+    server: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -323,14 +330,16 @@ async def probe_server(
             if speed is None and reply.tokens_out >= 4 and elapsed > 0:
                 # Includes the prompt's processing: a lower bound of the generation speed.
                 speed, source = reply.tokens_out / elapsed, "measured"
-            context, slots = await server_limits(client, base_url=base_url, model=model)
+            limits = await server_limits(client, base_url=base_url, model=model)
             return replace(
                 profile,
                 tokens_per_s=round(speed, 2) if speed else None,
                 speed_source=source if speed else "",
                 reasoning=bool(reply.reasoning or reply.tokens_reasoning),
-                context_tokens=context,
-                slots=slots,
+                context_tokens=limits.context,
+                slots=limits.slots,
+                server=limits.server,
+                notes=(*profile.notes, *limits.notes),
             )
     return profile
 
@@ -346,17 +355,68 @@ async def _get_json(client: Any, url: str) -> Any:
         return None
 
 
-async def server_limits(
-    client: Any, *, base_url: str | None, model: str
-) -> tuple[int | None, int | None]:
-    """(context per request, slots) where the server says: llama.cpp's ``/props``
+OLLAMA = "ollama"
+LLAMA_CPP = "llama.cpp"
+VLLM = "vllm"
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    context: int | None = None  # tokens per request
+    slots: int | None = None
+    server: str = ""
+    notes: tuple[str, ...] = ()
+
+
+async def _post_json(client: Any, url: str, body: dict[str, Any]) -> Any:
+    try:
+        return await client.post(url, cast_to=dict, body=body, options={"timeout": 10.0})
+    except Exception:  # not offered by this server: nothing learnt
+        return None
+
+
+_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+
+
+async def _ollama_context(client: Any, root: str, model: str) -> int | None:
+    """The context Ollama gives ``model`` per request: ``/api/ps`` says it for a loaded model
+    (the probe has just loaded it), ``/api/show`` where the model sets ``num_ctx``."""
+    running = await _get_json(client, f"{root}/api/ps")
+    entries = running.get("models") if isinstance(running, dict) else None
+    names = {model, f"{model}:latest"}
+    for entry in entries if isinstance(entries, list) else []:
+        named = isinstance(entry, dict) and {entry.get("name"), entry.get("model")} & names
+        if named and (context := _positive(entry.get("context_length"))):
+            return context
+    shown = await _post_json(client, f"{root}/api/show", {"model": model})
+    parameters = shown.get("parameters") if isinstance(shown, dict) else None
+    m = _NUM_CTX.search(parameters) if isinstance(parameters, str) else None
+    return int(m.group(1)) if m else None
+
+
+async def server_limits(client: Any, *, base_url: str | None, model: str) -> ServerLimits:
+    """What the server says of itself: llama.cpp's ``/props``
     (``default_generation_settings.n_ctx`` is one slot's context, ``total_slots``), vLLM's
-    ``max_model_len`` on ``/v1/models``. ``None`` for what it does not say."""
+    ``max_model_len`` on ``/v1/models``, Ollama's ``/api/version`` and the model's context
+    (:func:`_ollama_context`). ``None`` for what it does not say."""
     if not base_url:
-        return None, None  # the OpenAI API: neither is published
+        return ServerLimits()  # the OpenAI API: none of it is published
     api = base_url.rstrip("/")
     root = api[: -len("/v1")] if api.endswith("/v1") else api
+    version = await _get_json(client, f"{root}/api/version")
+    if isinstance(version, dict) and isinstance(version.get("version"), str):
+        # Ollama answers a prompt over its context without an error, cut to fit: the run must
+        # know it talks to Ollama to notice (see :func:`prompt_cut`).
+        context = await _ollama_context(client, root, model)
+        where = f"{context} tokens per request" if context else "not published"
+        note = (
+            f"Ollama {version['version']}: context {where}; a prompt over it is cut without "
+            "an error (noticed from the prompt tokens it reports; OLLAMA_CONTEXT_LENGTH or "
+            "the model's num_ctx raises it)"
+        )
+        return ServerLimits(context=context, server=OLLAMA, notes=(note,))
     context = slots = None
+    server = ""
     props = await _get_json(client, f"{root}/props")
     if isinstance(props, dict):
         slots = _positive(props.get("total_slots"))
@@ -364,6 +424,7 @@ async def server_limits(
         if isinstance(settings, dict):
             context = _positive(settings.get("n_ctx"))
         context = context or _positive(props.get("n_ctx"))
+        server = LLAMA_CPP if context or slots else ""
     if context is None:
         models = await _get_json(client, f"{api}/models")
         data = models.get("data") if isinstance(models, dict) else None
@@ -374,4 +435,43 @@ async def server_limits(
         else:
             if isinstance(data, list) and len(data) == 1 and isinstance(data[0], dict):
                 context = _positive(data[0].get("max_model_len"))
-    return context, slots
+        server = VLLM if context else server
+    return ServerLimits(context=context, slots=slots, server=server)
+
+
+# A prompt the server reports at its whole context (less this slack) was cut to fit it.
+_FULL_SLACK = 8
+# Without a known context: Ollama reports this much fewer prompt tokens than were estimated
+# (four characters a token; real tokenizers count more for code and numbers, never 1.5x
+# fewer), over a prompt of at least this many tokens.
+_CUT_RATIO = 1.5
+_CUT_FLOOR = 1024
+
+
+def prompt_cut(profile: ServerProfile, *, estimated: int, reported: int) -> ContextError | None:
+    """A :class:`ContextError` when the server's reported prompt tokens show it cut the prompt
+    to fit its context without saying so (Ollama does), else ``None``.
+
+    Any server that reports a prompt filling its whole known context cut it (nothing would be
+    left for the answer). For Ollama without a known context, a reported count far below the
+    estimate of a long prompt is the cut. Other servers report small counts for small prompts,
+    and refuse an overlong prompt with an error instead.
+    """
+    if reported <= 0:
+        return None
+    context = profile.context_tokens
+    full = bool(context) and reported >= (context or 0) - _FULL_SLACK
+    short = (
+        profile.server == OLLAMA and reported >= _CUT_FLOOR and estimated >= reported * _CUT_RATIO
+    )
+    if not (full or short):
+        return None
+    return ContextError(
+        shared=False,
+        prompt_tokens=max(estimated, reported),
+        context_tokens=context or reported,
+        message=(
+            f"the server kept {reported:,} prompt tokens of about {estimated:,} sent: it cut "
+            "the prompt to its context without an error"
+        ),
+    )

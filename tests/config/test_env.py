@@ -161,3 +161,11 @@ def test_webhooks_have_a_cluster_of_their_own() -> None:
     # A delivery (at most WEBHOOK_TIMEOUT_S) ends before the queue's timeout, and the timeout
     # before a task is handed out again.
     assert 40 < lane["timeout"] < lane["retry"]
+
+
+def test_choice_names_the_variable_and_its_choices() -> None:
+    choices = ("adaptive", "two", "single")
+    assert envparse.env_choice({"V": " Two "}, "V", choices, "adaptive") == "two"
+    assert envparse.env_choice({}, "V", choices, "adaptive") == "adaptive"
+    with pytest.raises(envparse.ImproperlyConfiguredEnv, match=r"CHECKLIST_VOTES='three'.*two"):
+        envparse.env_choice({"CHECKLIST_VOTES": "three"}, "CHECKLIST_VOTES", choices, "adaptive")

@@ -16,7 +16,7 @@ from benchmarks_app.models import (
     EvaluationRun,
     RunStatus,
 )
-from benchmarks_app.selectors.checklist import default_challenge
+from benchmarks_app.selectors.checklist import checklist_run_votes, default_challenge
 from benchmarks_app.selectors.runs import run_judge_usage
 from benchmarks_app.services.checklist import (
     ChecklistSubmissionError,
@@ -79,6 +79,7 @@ def run_report(run: EvaluationRun) -> dict[str, Any]:
         "judge": run.judge,
         "error": run.error,
         "judge_usage": run_judge_usage(run=run).as_dict(),
+        "votes": checklist_run_votes(run=run),
         "submission": submission.pk,
         "team": submission.team.name,
         "challenge": submission.challenge.slug,
@@ -210,6 +211,11 @@ class Command(BaseCommand):
             f"#{report['submission']} of {report['team']!r} in {report['challenge']}"
         )
         self.stdout.write(JudgeUsage(**report["judge_usage"]).line())
+        if votes := report.get("votes"):
+            self.stdout.write(
+                f"Votes: {votes['policy']} (CHECKLIST_VOTES: {votes['text']}): {votes['votes']} "
+                f"for {votes['answers']} answers, {votes['asked_again']} asked again"
+            )
         width = max((len(v["title"]) for v in report["verdicts"]), default=0)
         for v in report["verdicts"]:
             self.stdout.write(

@@ -12,6 +12,7 @@ from benchmarks_app.services.judge_records import (
     judge_probe_summary,
     judge_record_check,
     judge_record_create,
+    judge_record_import_bundle,
 )
 
 
@@ -24,7 +25,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("name", help="what --judge NAME and the boards call it")
-        parser.add_argument("--kind", choices=list(JudgeKind.values), default=JudgeKind.OPENAI)
+        parser.add_argument("--kind", choices=list(JudgeKind.values), default=None)
         parser.add_argument(
             "--base-url", default="", help="OpenAI-compatible base URL (…/v1); replay: the folder"
         )
@@ -42,12 +43,21 @@ class Command(BaseCommand):
         parser.add_argument(
             "--check", action="store_true", help="ask the server one probe call and store it"
         )
+        parser.add_argument(
+            "--from-bundle",
+            metavar="BUNDLE",
+            help="a replay judge with an audit run bundle's verdicts (written to --base-url, "
+            "default MEDIA_ROOT/replays/NAME): re-runs the entry without a call",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["from_bundle"]:
+            self._from_bundle(options)
+            return
         try:
             record = judge_record_create(
                 name=options["name"],
-                kind=options["kind"],
+                kind=options["kind"] or JudgeKind.OPENAI,
                 base_url=options["base_url"],
                 model=options["model"],
                 api_key_env=options["api_key_env"],
@@ -65,3 +75,20 @@ class Command(BaseCommand):
             self.stdout.write(f"Check: {judge_probe_summary(found)}")
             if not found.get("ok"):
                 raise CommandError(f"judge {record.name!r} did not answer the check")
+
+    def _from_bundle(self, options: dict[str, Any]) -> None:
+        if options["kind"] not in (None, JudgeKind.REPLAY):
+            raise CommandError(f"kind: a bundle makes a replay judge, not {options['kind']}")
+        try:
+            record, repos = judge_record_import_bundle(
+                name=options["name"],
+                bundle_path=options["from_bundle"],
+                folder=options["base_url"] or None,
+                replace=options["replace"],
+            )
+        except JudgeRecordError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(
+            f"Judge record {record.name!r} (replay) saved: the bundle's verdicts for {repos} "
+            f"repo(s) in {record.base_url}."
+        )

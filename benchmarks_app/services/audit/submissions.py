@@ -26,7 +26,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from benchmarks_app.models import EvaluationRun, Phase, Repo, Scanner
+from benchmarks_app.models import EvaluationRun, JudgeRecord, Phase, Repo, Scanner
 from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit import AuditSubmissionQuota, audit_submission_quota
 from benchmarks_app.services.audit.boards import audit_boards_refresh_for_scanners
@@ -147,6 +147,11 @@ def _submit_judge(*, user: Any, judge: str | None) -> str:
         if kind in SUBMIT_JUDGES and (kind != "openai" or participant_openai_allowed(user)):
             return default
         return "offline"
+    if getattr(user, "is_staff", False):
+        # Staff may name any curated judge record (its server, model and options).
+        record = JudgeRecord.objects.filter(name=judge.strip(), kind__in=SUBMIT_JUDGES).first()
+        if record is not None:
+            return record.name
     try:
         kind = parse_judge_spec(judge).kind
     except ValueError:

@@ -41,6 +41,7 @@ from scoring.checklist.judges import (
     OfflineChecklistJudge,
     RecordedChecklistJudge,
     assess_item,
+    unsure,
 )
 from scoring.checklist.openai_judge import OpenAIChecklistJudge
 from scoring.checklist.scores import (
@@ -107,19 +108,25 @@ def _item(answer: ChecklistAnswer) -> ChecklistItem:
     )
 
 
+def checklist_vote_policy() -> str:
+    """How many votes an answer gets (CHECKLIST_VOTES; CHECKLIST_SINGLE_VOTE=1 is "single")."""
+    if getattr(settings, "CHECKLIST_SINGLE_VOTE", False):
+        return "single"
+    return str(getattr(settings, "CHECKLIST_VOTES", "adaptive"))
+
+
 async def _assess_batch(
-    judge: ChecklistJudge, items: list[ChecklistItem], iterations: int, concurrency: int
+    judge: ChecklistJudge,
+    items: list[ChecklistItem],
+    iterations: int,
+    concurrency: int,
+    policy: str,
 ) -> list[ConsensusResult[ChecklistVerdict]]:
     gate = asyncio.Semaphore(concurrency)
 
     async def one(item: ChecklistItem) -> ConsensusResult[ChecklistVerdict]:
         async with gate:
-            return await assess_item(
-                judge,
-                item,
-                iterations=iterations,
-                single=bool(getattr(settings, "CHECKLIST_SINGLE_VOTE", False)),
-            )
+            return await assess_item(judge, item, iterations=iterations, policy=policy)
 
     # The first JudgeUnavailable cancels the other answers' calls: the run pauses as a whole.
     return await gather_all(*(one(i) for i in items))
@@ -132,6 +139,8 @@ def _votes_json(result: ConsensusResult[ChecklistVerdict]) -> list[dict[str, Any
             "correct": None if v.verdict is None else v.verdict.correct,
             "feedback": "" if v.verdict is None else v.verdict.feedback[:500],
             "error": v.error,
+            # Why another vote was asked after this one, where it was unsure.
+            "unsure": "" if v.verdict is None else unsure(v.verdict),
         }
         for v in result.votes
     ]
@@ -154,11 +163,13 @@ async def _judge_all(run: EvaluationRun, to_judge: list[ChecklistAnswer]) -> int
         iterations = int(settings.JUDGE_ITERATIONS)
         batch_size = int(settings.JUDGE_BATCH_SIZE)
         concurrency = int(settings.JUDGE_CONCURRENCY)
+        policy = checklist_vote_policy()
+        await sync_to_async(_record_policy, thread_sensitive=True)(run.pk, policy)
         failed = 0
         for start in range(0, len(to_judge), batch_size):
             batch = to_judge[start : start + batch_size]
             results = await until_cancelled(
-                _assess_batch(judge, [_item(a) for a in batch], iterations, concurrency),
+                _assess_batch(judge, [_item(a) for a in batch], iterations, concurrency, policy),
                 run_id=run.pk,
             )
             failed += await sync_to_async(_store_batch, thread_sensitive=True)(
@@ -167,6 +178,14 @@ async def _judge_all(run: EvaluationRun, to_judge: list[ChecklistAnswer]) -> int
         return failed
     finally:
         await _close_judge(judge)
+
+
+def _record_policy(run_id: int, policy: str) -> None:
+    # The run says how its answers were voted on (the run page shows it with what it cost).
+    with transaction.atomic():
+        run = EvaluationRun.objects.select_for_update().get(pk=run_id)
+        run.judge_config = {**(run.judge_config or {}), "votes": policy}
+        run.save(update_fields=["judge_config", "updated_at"])
 
 
 def _store_batch(

@@ -21,6 +21,7 @@ from django.utils import timezone
 from benchmarks_app.models import (
     Benchmark,
     EvaluationRun,
+    JudgeRecord,
     Phase,
     Probe,
     ProbeSuite,
@@ -356,15 +357,36 @@ def probe_submission_upload(
 
 @transaction.atomic
 def probe_submission_rescore(
-    *, submission: ResponseSubmission, created_by: Any = None
+    *,
+    submission: ResponseSubmission,
+    created_by: Any = None,
+    judge_record: JudgeRecord | None = None,
 ) -> EvaluationRun:
     """Queue a new run of a submission with the rules and the suite's refusal signal as they
-    are now (results are appended)."""
+    are now (results are appended). With an LLM ``judge_record``, refusals are judged by it
+    (its server, model and options) whatever the suite's signal."""
     config = _run_config(submission.suite)
+    if judge_record is not None:
+        if judge_record.kind != "openai":
+            raise ValueError(
+                f"judge_record: {judge_record.name!r} is a {judge_record.kind} judge; refusals "
+                "are judged by an LLM judge record"
+            )
+        refusal = config["refusal"] if config["refusal"].get("signal") == "openai" else {}
+        config["refusal"] = {
+            "signal": "openai",
+            "model": judge_record.model or refusal.get("model") or settings.JUDGE_MODEL,
+            "iterations": int(
+                refusal.get("iterations")
+                or getattr(settings, "PROBE_REFUSAL_JUDGE_ITERATIONS", 1)
+                or 1
+            ),
+        }
     return run_create(
         benchmark=Benchmark.PROBES,
         judge=run_judge_name(config["refusal"]),
         judge_config=config,
+        judge_record=judge_record,
         created_by=created_by,
         probe_submission=submission,
         **({"phase": submission.phase} if submission.phase_id is not None else {}),  # type: ignore[arg-type]

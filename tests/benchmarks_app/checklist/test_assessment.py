@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -27,6 +28,12 @@ from tests.factories.checklist import (
 from tests.scoring.judges.fake_openai import FakeOpenAI, completion, error_body
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _two_votes(settings: Any) -> None:
+    # These tests count the calls of the majority policy (two votes, a third on disagreement).
+    settings.CHECKLIST_VOTES = "two"
 
 
 def _recompute(run) -> tuple[float, ...]:  # type: ignore[no-untyped-def]

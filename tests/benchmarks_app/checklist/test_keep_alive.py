@@ -24,6 +24,12 @@ from tests.scoring.judges.fake_openai import FakeOpenAI, completion
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _two_votes(settings: Any) -> None:
+    # These tests count the calls of the majority policy (two votes, a third on disagreement).
+    settings.CHECKLIST_VOTES = "two"
+
+
 def _verdict(body: dict[str, Any]) -> dict[str, Any]:
     return completion(json.dumps({"correct": True, "feedback": "The paper supports it."}))
 

@@ -156,6 +156,7 @@ def test_public_pages_and_the_api_never_show_prompts_or_raw_answers(
 def test_checklist_votes_share_one_prompt_and_later_runs_add_none(
     judge_settings: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
+    judge_settings.CHECKLIST_VOTES = "two"
     m = MembershipFactory()
     paper = PaperFactory(submission__team=m.team, extracted_text="1 Introduction\nPAPER-BODY\n")
     add_answers(paper, {1: "Yes", 9: "Yes"})

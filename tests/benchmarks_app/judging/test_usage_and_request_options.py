@@ -76,10 +76,19 @@ def test_calls_keep_their_request_options_and_the_run_its_usage(
     assert f"{n} new, 0 cached" in page and f"{40 * n} reasoning" in page
 
 
-@pytest.mark.parametrize(("single", "calls_per_answer"), [(False, 2), (True, 1)])
+@pytest.mark.parametrize(
+    ("policy", "single", "calls_per_answer"),
+    [("two", False, 2), ("adaptive", True, 1), ("adaptive", False, 1), ("single", False, 1)],
+)
 def test_checklist_single_vote_halves_the_calls(
-    single: bool, calls_per_answer: int, settings, django_capture_on_commit_callbacks
+    policy: str,
+    single: bool,
+    calls_per_answer: int,
+    settings,
+    django_capture_on_commit_callbacks,
+    client,
 ) -> None:
+    settings.CHECKLIST_VOTES = policy
     settings.CHECKLIST_SINGLE_VOTE = single
     m = MembershipFactory()
     paper = PaperFactory(submission__team=m.team)
@@ -93,6 +102,14 @@ def test_checklist_single_vote_halves_the_calls(
         run = checklist_submission_assess(submission=paper.submission, judge="openai:m1")
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED
-    # Agreeing votes: the majority stops at two; a single vote is one call per answer.
+    # Agreeing votes: the majority stops at two; a single vote is one call per answer, and so
+    # is the adaptive policy's sure first vote.
     assert JudgeCall.objects.filter(run=run, status="ok").count() == 15 * calls_per_answer
     assert len(server.requests) == 15 * calls_per_answer
+    # The run says how it voted and what that cost.
+    client.force_login(m.user)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    shown = "single" if single else policy
+    assert f"{shown} (CHECKLIST_VOTES" in page
+    again = 15 if calls_per_answer == 2 else 0
+    assert f"{15 * calls_per_answer} votes for 15 answers, {again} asked again" in page

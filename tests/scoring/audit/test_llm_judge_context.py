@@ -108,3 +108,45 @@ def test_best_of_prefers_match_then_partial_then_the_first() -> None:
     assert best_of([first_none, partial, match]) is match
     assert best_of([first_none, partial]) is partial
     assert best_of([first_none, neither("second")]) is first_none
+
+
+def test_a_batch_ollama_cut_silently_is_split_as_if_it_had_said_so() -> None:
+    from scoring.judges.server import OLLAMA, ServerProfile
+
+    long_batch = [
+        ScanItem(index=i, title=f"finding {i}", description="word " * 700) for i in range(8)
+    ]
+    context = 2048
+
+    def ollama(body: dict[str, Any]) -> Any:
+        # Ollama answers every prompt; it only reports keeping at most its context.
+        sent = sum(len(m["content"]) for m in body["messages"]) // 4
+        user = body["messages"][1]["content"]
+        indices = [int(i) for i in re.findall(r'<finding index="(\d+)">', user)]
+        hit = 5 if 5 in indices and sent <= context else -1
+        verdict = {
+            "is_match": hit != -1,
+            "is_partial_match": False,
+            "explanation": "x",
+            "severity_from_junior_auditor": "High",
+            "severity_from_truth": "High",
+            "index_of_finding_from_junior_auditor": hit,
+        }
+        return completion(json.dumps(verdict), tokens_in=min(sent, context))
+
+    with FakeOpenAI(ollama) as srv:
+        config = LLMConfig(model="m", base_url=srv.base_url, max_retries=0, timeout_s=5)
+        config.profile = ServerProfile(server=OLLAMA, context_tokens=context)
+        judge = OpenAIAuditJudge(config=config, concurrency=2)
+
+        async def go() -> Any:
+            try:
+                return await judge.judge(TRUTH, long_batch, vote_number=1)
+            finally:
+                await judge.aclose()
+
+        verdict = asyncio.run(go())
+    # Each finding is about 900 tokens: with the instructions, only a batch of one fits 2,048
+    # (8 -> 4+4 -> 2+2+2+2 -> 1 x 8); the answers given on cut prompts were not taken.
+    assert verdict.is_match and verdict.index_of_finding_from_junior_auditor == 5
+    assert judge.splits == 1 + 2 + 4

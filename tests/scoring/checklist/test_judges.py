@@ -59,9 +59,13 @@ def test_offline_no_and_na_contradicted_by_a_section() -> None:
 
 
 def test_consensus_over_a_deterministic_judge_asks_two_votes() -> None:
-    result = asyncio.run(assess_item(OfflineChecklistJudge(), item(7, "Yes"), iterations=3))
+    judge = OfflineChecklistJudge()
+    result = asyncio.run(assess_item(judge, item(7, "Yes"), iterations=3, policy="two"))
     assert result.verdict is not None and result.verdict.correct is True
     assert len(result.votes) == 2
+    # Adaptive: a sure first vote decides alone.
+    one = asyncio.run(assess_item(judge, item(7, "Yes"), iterations=3))
+    assert one.verdict == result.verdict and len(one.votes) == 1
 
 
 def test_recorded_judge_missing_verdict_fails_the_vote() -> None:
@@ -124,7 +128,7 @@ def test_openai_judge_through_the_real_client_and_consensus() -> None:
         judge = OpenAIChecklistJudge(
             client=make_client(config), config=config, cache=MemoryJudgeCache()
         )
-        result = asyncio.run(assess_item(judge, item(7, "Yes"), iterations=3))
+        result = asyncio.run(assess_item(judge, item(7, "Yes"), iterations=3, policy="two"))
     assert len(calls) == 3
     assert result.verdict is not None and result.verdict.correct is True
     system = calls[0]["messages"][0]["content"]

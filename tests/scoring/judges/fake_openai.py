@@ -106,7 +106,8 @@ class FakeOpenAI:
         pages: dict[str, Any] | None = None,
     ) -> None:
         self.handler = handler
-        # GET path -> JSON answered (llama.cpp's /props, /v1/models); others are 404.
+        # path -> JSON answered (llama.cpp's /props, /v1/models, Ollama's /api/version; a POST
+        # path too, as Ollama's /api/show); other GET paths are 404.
         self.pages = pages or {}
         self.requests: list[dict[str, Any]] = []
         self.connections = 0
@@ -146,6 +147,15 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path in outer.pages:
+                    # Another API of the server (Ollama's POST /api/show), not a completion.
+                    data = json.dumps(outer.pages[self.path]).encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 with outer._lock:
                     outer.requests.append(body)
                     outer.in_flight += 1
