@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from django.core.management.base import OutputWrapper
+
 from benchmarks_app.demo import SAMPLE_DATA
 from benchmarks_app.demo.probes import MODELS, SUITE, XSTEST
 from benchmarks_app.management.commands.import_curated_verdicts import agreement_table
@@ -15,7 +17,7 @@ from benchmarks_app.services.curated_verdicts import (
 )
 
 
-def run_demo(out: TextIO, *, audit: bool = True, probes: bool = True) -> None:
+def run_demo(out: TextIO | OutputWrapper, *, audit: bool = True, probes: bool = True) -> None:
     if audit:
         report = curated_verdicts_import_audit_recorded(
             folder=SAMPLE_DATA / "audit" / "recorded",
