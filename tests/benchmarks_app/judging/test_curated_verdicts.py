@@ -232,3 +232,14 @@ def test_import_command_prints_every_judges_figures(settings: Any) -> None:
     call_command("import_curated_verdicts", "--judge", "openai", "--format", "json", stdout=out)
     (figures,) = json.loads(out.getvalue())
     assert (figures["n"], figures["accuracy"], figures["warnings"]) == (1, 1.0, [])
+
+
+def test_the_review_sample_is_seeded_and_near_its_rate() -> None:
+    from benchmarks_app.selectors.judge_agreement import in_sample
+
+    keys = [f"repo/F-{i}@hash" for i in range(4000)]
+    drawn = [k for k in keys if in_sample(k, rate=0.1, seed=0)]
+    assert drawn == [k for k in keys if in_sample(k, rate=0.1, seed=0)]
+    assert 0.08 < len(drawn) / len(keys) < 0.12
+    assert drawn != [k for k in keys if in_sample(k, rate=0.1, seed=1)]
+    assert not any(in_sample(k, rate=0.0, seed=0) for k in keys)
