@@ -71,11 +71,13 @@ def curated_verdict_record(
     """
     if not item_key:
         raise CuratedVerdictError("item_key: required")
-    current = (
-        CuratedVerdict.objects.select_for_update()
-        .filter(benchmark=benchmark, item_key=item_key, superseded_by__isnull=True)
-        .first()
+    # Every verdict of the item is locked (PostgreSQL refuses FOR UPDATE across the join that
+    # finds the current one): the current one is the verdict no other supersedes.
+    chain = list(
+        CuratedVerdict.objects.select_for_update().filter(benchmark=benchmark, item_key=item_key)
     )
+    replaced = {v.supersedes_id for v in chain}
+    current = next((v for v in chain if v.pk not in replaced), None)
     if expected_current_id is not None or source == VerdictSource.MAINTAINER:
         seen = expected_current_id
         now = current.pk if current is not None else None
