@@ -130,7 +130,14 @@ ADMIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "Runs and judges",
-        ("EvaluationRun", "RunPiece", "JudgeRecord", "JudgeCall", "JudgeCacheEntry"),
+        (
+            "EvaluationRun",
+            "RunPiece",
+            "JudgeRecord",
+            "CuratedVerdict",
+            "JudgeCall",
+            "JudgeCacheEntry",
+        ),
     ),
     ("Operations", ("Phase", "NotificationPreference", "Webhook", "WebhookDelivery")),
 )

@@ -231,6 +231,15 @@ JUDGE_STREAM = envparse.env_bool(ENV, "JUDGE_STREAM", True)
 # Prices in dollars per million tokens; where set, runs show an estimated cost of their calls.
 JUDGE_PRICE_IN_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_IN_PER_MTOK", 0.0)
 JUDGE_PRICE_OUT_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_OUT_PER_MTOK", 0.0)
+# Judges' agreement with curated verdicts: a board says so where its judge has fewer curated
+# comparisons than this, or a kappa below JUDGE_AGREEMENT_MIN_KAPPA (0.6: the lower end of
+# "substantial" agreement in Landis & Koch's conventional scale, not fitted to any data).
+JUDGE_AGREEMENT_MIN_CURATED = envparse.env_int(ENV, "JUDGE_AGREEMENT_MIN_CURATED", 30, minimum=1)
+JUDGE_AGREEMENT_MIN_KAPPA = envparse.env_float(ENV, "JUDGE_AGREEMENT_MIN_KAPPA", 0.6)
+# The review queue shows every contested judgement, and this share of the others (picked by a
+# hash of the item and JUDGE_REVIEW_SEED, so the sample is the same on every page load).
+JUDGE_REVIEW_SAMPLE_RATE = envparse.env_float(ENV, "JUDGE_REVIEW_SAMPLE_RATE", 0.05)
+JUDGE_REVIEW_SEED = envparse.env_int(ENV, "JUDGE_REVIEW_SEED", 0, minimum=0)
 # Run leases: a worker renews its piece's lease every RUN_LEASE_S / 3 seconds; the sweeper
 # (a django-q2 schedule every RUN_SWEEP_S seconds, rounded to whole minutes) re-queues pieces
 # whose lease expired and queued pieces whose task has been lost, so a dead worker's run

@@ -10,6 +10,7 @@ from benchmarks_app.admin import (
     phases,
     probes,
     runs,
+    verdicts,
 )
 
-__all__ = ["audit", "checklist", "judges", "notifications", "phases", "probes", "runs"]
+__all__ = ["audit", "checklist", "judges", "notifications", "phases", "probes", "runs", "verdicts"]

@@ -14,6 +14,11 @@ from benchmarks_app.api import runs as api_runs
 from benchmarks_app.api import shared
 from benchmarks_app.api.auth import token_view
 from benchmarks_app.api.checklist_extract import ChecklistExtractView
+from benchmarks_app.api.judges import (
+    AuditBoardAgreementView,
+    JudgeAgreementView,
+    ProbeBoardAgreementView,
+)
 from benchmarks_app.api.paired import PairedCompareView
 
 app_name = "api"
@@ -32,6 +37,17 @@ urlpatterns = [
     path("runs/<int:pk>/bundle/", api_runs.RunBundleView.as_view(), name="run-bundle"),
     path("submissions/", shared.OwnSubmissionListView.as_view(), name="submission-list"),
     path("boards/compare/", PairedCompareView.as_view(), name="board-compare"),
+    path("judges/agreement/", JudgeAgreementView.as_view(), name="judge-agreement"),
+    path(
+        "audit/leaderboard/agreement/",
+        AuditBoardAgreementView.as_view(),
+        name="audit-leaderboard-agreement",
+    ),
+    path(
+        "probes/leaderboard/agreement/",
+        ProbeBoardAgreementView.as_view(),
+        name="probes-leaderboard-agreement",
+    ),
     path("audit/", include("benchmarks_app.api.audit")),
     path("probes/", include("benchmarks_app.api.probes")),
     path("checklist/extract/", ChecklistExtractView.as_view(), name="checklist-extract"),

@@ -69,9 +69,15 @@ from benchmarks_app.models.runs import (
     RunPiece,
     RunStatus,
 )
+from benchmarks_app.models.verdicts import (
+    VERDICT_CLASSES,
+    CuratedVerdict,
+    VerdictSource,
+)
 
 __all__ = [
     "QA_SEVERITIES",
+    "VERDICT_CLASSES",
     "AnswerChoice",
     "AppendOnlyError",
     "AssessmentStatus",
@@ -87,6 +93,7 @@ __all__ = [
     "ChecklistQuestion",
     "ChecklistScore",
     "ChecklistSubmission",
+    "CuratedVerdict",
     "DatasetRelease",
     "DeliveryStatus",
     "EvaluationRun",
@@ -129,6 +136,7 @@ __all__ = [
     "SubmissionStatus",
     "Team",
     "TruthFinding",
+    "VerdictSource",
     "Webhook",
     "WebhookDelivery",
 ]

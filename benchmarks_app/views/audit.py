@@ -42,6 +42,7 @@ from benchmarks_app.selectors.audit_boards import (
 )
 from benchmarks_app.selectors.audit_progress import board_runs_in_progress
 from benchmarks_app.selectors.board_ordering import JsonNumber
+from benchmarks_app.selectors.judge_agreement import audit_board_agreement
 from benchmarks_app.selectors.judge_records import judge_record_choices
 from benchmarks_app.selectors.runs import ended_run_failure_causes
 from benchmarks_app.selectors.visibility import visible_repos
@@ -249,13 +250,24 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         return download
     title = f"Audit findings: {board.release}, judge {board.judge}" if board else "Audit findings"
     in_progress = board_runs_in_progress(release=board.release, judge=board.judge) if board else []
+    restricted = board_is_restricted(board, request.user)
+    agreement = (
+        audit_board_agreement(
+            release_id=board.release.pk,
+            judge=board.judge,
+            phase_id=board.phase.pk if board.phase else None,
+        )
+        if board is not None and not restricted
+        else None
+    )
     return render(
         request,
         "audit/leaderboard.html",
         {
             "title": title,
             "board": board,
-            "restricted": board_is_restricted(board, request.user),
+            "restricted": restricted,
+            "agreement": agreement,
             "in_progress": in_progress,
             "filters": board_chips(board) if board is not None else [],
             "intro": "Each scanner on each repo's latest complete evaluation with this "

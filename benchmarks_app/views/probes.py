@@ -24,6 +24,7 @@ from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Benchmark, Phase, ProbeSuite
 from benchmarks_app.models.boards import ProbeBoardRow
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.selectors.judge_agreement import probe_board_agreement
 from benchmarks_app.selectors.leaderboards import own_submissions
 from benchmarks_app.selectors.phases import phase_dates
 from benchmarks_app.selectors.probes import (
@@ -169,6 +170,8 @@ class SuiteBoard:
     latest: bool
     table: SortableTable
     phase_tabs: list[dict[str, Any]]
+    # The board's refusal signal against curated verdicts (None: a hidden phase's board).
+    agreement: dict[str, Any] | None = None
 
 
 def _boards(rows: QuerySet[ProbeBoardRow]) -> dict[str, list[tuple[int, str]]]:
@@ -263,6 +266,13 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
                     phase_tabs=[]
                     if suite_filter
                     else _phase_tabs(name, phases_of.get(name, []), None),
+                    agreement=probe_board_agreement(
+                        suite_id=suite_id,
+                        suite_version=version,
+                        phase_id=phase.pk if phase is not None else None,
+                    )
+                    if phase is None or phase.is_revealed
+                    else None,
                 )
             )
     page = reverse("probes:leaderboard")

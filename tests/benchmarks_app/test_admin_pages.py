@@ -21,6 +21,7 @@ from benchmarks_app.models import (
     ChecklistQuestion,
     ChecklistScore,
     ChecklistSubmission,
+    CuratedVerdict,
     DatasetRelease,
     EvaluationRun,
     JudgeCacheEntry,
@@ -188,6 +189,16 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
         NotificationPreference: (preference, "participant-zed"),
         Webhook: (hook, "hook-mu.example.org"),
         WebhookDelivery: (delivery, "hook-mu.example.org"),
+        CuratedVerdict: (
+            CuratedVerdict.objects.create(
+                benchmark="audit",
+                item_key="repo-alpha-7/ALPHA-H-01@v",
+                verdict="partial",
+                source="maintainer",
+                note="verdict-omicron",
+            ),
+            "verdict-omicron",
+        ),
     }
 
 

@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from benchmarks_app.demo import admin_password_save, audit, checklist, probes
+from benchmarks_app.demo import admin_password_save, audit, checklist, probes, verdicts
 
 
 class Command(BaseCommand):
@@ -27,6 +27,13 @@ class Command(BaseCommand):
                 continue
             self.stdout.write(self.style.MIGRATE_HEADING(f"\n== {name} =="))
             module.run_demo(self.stdout)
+        if "audit" not in options["skip"] or "probes" not in options["skip"]:
+            self.stdout.write(self.style.MIGRATE_HEADING("\n== curated verdicts =="))
+            verdicts.run_demo(
+                self.stdout,
+                audit="audit" not in options["skip"],
+                probes="probes" not in options["skip"],
+            )
         self._admin(options["admin_username"])
 
     def _admin(self, username: str) -> None:
