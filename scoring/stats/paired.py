@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import norm, t
 
 from scoring.stats.bootstrap import (
     DEFAULT_LEVEL,
@@ -124,6 +123,10 @@ def expanded_level(level: float, items: int) -> float:
     (module doc); ``level`` itself for fewer than 2 items."""
     if items < 2:
         return level
+    # Imported here: scipy takes about a second to load, and every web and worker process
+    # imports this module through the boards while only the paired refresh needs it.
+    from scipy.stats import norm, t
+
     z = math.sqrt(items / (items - 1)) * float(t.ppf(1.0 - (1.0 - level) / 2.0, items - 1))
     return float(1.0 - 2.0 * norm.sf(z))
 
