@@ -111,6 +111,8 @@ class EvaluationRun(EntryMetadata, TimeStampedModel):
         indexes = [
             models.Index(fields=["-created_at", "-id"], name="run_list_newest"),
             models.Index(fields=["benchmark", "-created_at", "-id"], name="run_list_benchmark"),
+            # A board's runs under way (its page lists them): a few among 100,000 ended ones.
+            models.Index(fields=["release", "status"], name="run_release_status"),
         ]
         constraints = [
             models.CheckConstraint(
