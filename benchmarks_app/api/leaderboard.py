@@ -166,7 +166,7 @@ class BoardRowListView(generics.ListAPIView):
     """
 
     permission_classes = [AllowAny]
-    pagination_class = BoardPagination
+    pagination_class: type[StandardPagination] = BoardPagination
     filter_backends: list[Any] = []
     ordering_columns: Mapping[str, str | Expression] = {}
     ordering_aliases: Mapping[str, str] = {}
