@@ -136,8 +136,11 @@ def run(out: TextIO, *, sizes: tuple[int, ...] = SIZES, reads: int = READS) -> N
             started = time.perf_counter()
             member = seed_runs(size)
             out.write(f"\n{size:,} runs: seeded in {time.perf_counter() - started:.1f}s\n")
-            out.write(f"  {'who':<10}{'read':<30}{'queries':>8}{'p50 ms':>8}{'p95 ms':>8}")
-            out.write(f"{'max ms':>8}{'CPU p50':>8}{'CPU p95':>8}\n")
+            # One write per line: a management command's stdout ends every write with one.
+            out.write(
+                f"  {'who':<10}{'read':<30}{'queries':>8}{'p50 ms':>8}{'p95 ms':>8}"
+                f"{'max ms':>8}{'CPU p50':>8}{'CPU p95':>8}\n"
+            )
             gc.collect()
             gc.freeze()
             # django-axes logs every login at INFO: not what this bench prints.
