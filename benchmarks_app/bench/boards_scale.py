@@ -400,8 +400,8 @@ def run(out: TextIO, *, sizes: tuple[int, ...] = SIZES, reads: int = READS) -> N
     out.write(
         f"db: {connection.vendor}; per size a fresh database seeded in bulk; {reads} GETs per "
         f"read case after {WARMUP} warm-up (test client: middleware, DRF, templates; no "
-        f"sockets, anonymous); {RUN_ENDS} audit and {RUN_ENDS} probe run ends (new entrant / "
-        "re-run alternating)\n"
+        f"sockets, anonymous); {RUN_ENDS} audit, {RUN_ENDS} probe and {RUN_ENDS} checklist run "
+        "ends (new entrant / re-run alternating)\n"
     )
     summary = []
     for size in sizes:
