@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter, ordering_terms
+from benchmarks_app.api.pagination import StandardPagination
 from benchmarks_app.models import SubmissionKind
 from benchmarks_app.models.boards import ChecklistBoardRow
 from benchmarks_app.selectors.checklist import default_challenge
@@ -118,6 +119,8 @@ class ChecklistLeaderboardView(BoardRowListView):
     """
 
     serializer_class = ChecklistLeaderboardRowSerializer
+    # list() below pages the rows' ids itself (then reads the page's rows with their team).
+    pagination_class = StandardPagination
     ordering_columns = ORDERING_COLUMNS
     default_ordering = ("position",)
     board: ChecklistBoard | None = None

@@ -27,7 +27,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from benchmarks_app.api.pagination import StandardPagination
+from benchmarks_app.api.pagination import BoardPagination, StandardPagination
 from benchmarks_app.selectors.board_ordering import board_order_by
 
 
@@ -166,7 +166,7 @@ class BoardRowListView(generics.ListAPIView):
     """
 
     permission_classes = [AllowAny]
-    pagination_class = StandardPagination
+    pagination_class: type[StandardPagination] = BoardPagination
     filter_backends: list[Any] = []
     ordering_columns: Mapping[str, str | Expression] = {}
     ordering_aliases: Mapping[str, str] = {}

@@ -111,6 +111,11 @@ class EvaluationRun(EntryMetadata, TimeStampedModel):
         indexes = [
             models.Index(fields=["-created_at", "-id"], name="run_list_newest"),
             models.Index(fields=["benchmark", "-created_at", "-id"], name="run_list_benchmark"),
+            # A board's runs under way (its page lists them): a few among 100,000 ended ones.
+            models.Index(fields=["release", "status"], name="run_release_status"),
+            # What a run list's visibility filter reads: its COUNT(*) scans this index, not
+            # the table (300,000 runs).
+            models.Index(fields=["checklist_submission", "phase"], name="run_visibility"),
         ]
         constraints = [
             models.CheckConstraint(

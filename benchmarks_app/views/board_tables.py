@@ -29,7 +29,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 
 from benchmarks_app.formatting import whole_number
 from benchmarks_app.selectors.board_ordering import Column as OrderColumn
-from benchmarks_app.selectors.board_ordering import board_order_by
+from benchmarks_app.selectors.board_ordering import board_order_by, page_slice
 from benchmarks_app.views.tables import Column, SortableTable, csv_value, resolve
 
 PAGE_SIZE = 100
@@ -118,12 +118,12 @@ class BoardTable(SortableTable):
         if self.queryset is None or self.total == 0 or self.wants_download:
             return
         if limit is not None:
-            self.rows = self._rows(self.queryset[:limit], offset=0)
+            self.rows = self._rows(page_slice(self.queryset, 0, limit), offset=0)
             return
         pages = max(1, -(-self.total // page_size))
         number = min(_page_number(request.GET.get(f"{self.prefix}page", "")), pages)
         offset = (number - 1) * page_size
-        self.rows = self._rows(self.queryset[offset : offset + page_size], offset=offset)
+        self.rows = self._rows(page_slice(self.queryset, offset, offset + page_size), offset=offset)
         self.pager = Pager(
             number=number,
             count=pages,

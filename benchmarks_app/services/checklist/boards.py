@@ -6,17 +6,26 @@ earlier submission. A submission's score is its latest (re-assessments append sc
 Internal teams never reach a board; baseline teams are ranked like any team and carry the
 flag. Rows of hidden phases are written too: who may read them is decided when reading.
 
-Every rebuild rewrites the whole board in one transaction with the challenge row locked, so
-two runs ending at once write it one after the other (ranks and rank ranges depend on every
-row, so no single row can be updated alone).
+A full rebuild (:func:`checklist_board_refresh`) rewrites the whole board in one transaction
+with the challenge row locked. A run's end, a choice or a withdrawal changes one team's entry
+only: :func:`checklist_board_update` rebuilds that team's row from its scores and gives the
+other rows the places, rank ranges and ties a rebuild would, writing only the rows whose marks
+change (:mod:`benchmarks_app.services.board_marks`); a property test compares the two. The
+challenge row is locked meanwhile too, so two runs ending at once update the board one after
+the other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+import numpy as np
+from django.db import connection, transaction
+from django.db.models import F, QuerySet
+from django.db.models.functions import Coalesce, Greatest, Least
+from django.utils.dateparse import parse_datetime
 
 from benchmarks_app.models import (
     Benchmark,
@@ -29,8 +38,10 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.boards import ChecklistBoardRow
 from benchmarks_app.models.phases import Phase
+from benchmarks_app.services.board_marks import MarkPlan, marks_write
 from scoring.checklist.scores import CI_METRIC
 from scoring.stats import board_ranks
+from scoring.stats.bootstrap import widen_spans
 
 _SCORE_FIELDS = (
     "pk",
@@ -70,17 +81,19 @@ def _order_key(entry: dict[str, Any]) -> tuple[float, float, float, int]:
     )
 
 
-def board_entries(*, challenge: Challenge, phase: Phase | None) -> list[dict[str, Any]]:
-    """Each non-internal team's entry on the board, best first (one query)."""
-    scores = (
-        ChecklistScore.objects.filter(
-            submission__challenge=challenge,
-            submission__phase=phase,
-            submission__team__is_internal=False,
-        )
-        .order_by("created_at", "pk")
-        .values(*_SCORE_FIELDS)
+def board_entries(
+    *, challenge: Challenge, phase: Phase | None, team_id: int | None = None
+) -> list[dict[str, Any]]:
+    """Each non-internal team's entry on the board, best first (one query); with
+    ``team_id``, that team's alone (none for an internal team)."""
+    scores = ChecklistScore.objects.filter(
+        submission__challenge=challenge,
+        submission__phase=phase,
+        submission__team__is_internal=False,
     )
+    if team_id is not None:
+        scores = scores.filter(submission__team_id=team_id)
+    scores = scores.order_by("created_at", "pk").values(*_SCORE_FIELDS)
     latest: dict[int, dict[str, Any]] = {}
     for score in scores:
         latest[score["submission_id"]] = score  # later scores replace earlier ones
@@ -100,6 +113,47 @@ def board_entries(*, challenge: Challenge, phase: Phase | None) -> list[dict[str
     return sorted(best.values(), key=_order_key)
 
 
+def _genuine_only(entry: dict[str, Any]) -> bool:
+    # S of an entry of the genuine paper alone is 0 by definition, not an estimate: it has
+    # no interval, ranks below every entry with S > 0 and is tied with none of them.
+    return entry["submission__kind"] == SubmissionKind.GENUINE_ONLY and entry["s"] == 0
+
+
+def _bounds(entry: dict[str, Any]) -> tuple[float | None, float | None]:
+    return (None, None) if _genuine_only(entry) else _ci_bounds(entry["ci"])
+
+
+def _row(
+    challenge: Challenge, phase: Phase | None, e: dict[str, Any], position: int
+) -> ChecklistBoardRow:
+    """A team's row from its entry, at ``position`` (its rank range and tie left unset)."""
+    low, high = _bounds(e)
+    return ChecklistBoardRow(
+        challenge=challenge,
+        phase=phase,
+        team_id=e["submission__team_id"],
+        team_sort=e["submission__team__name"].casefold(),
+        submission_id=e["submission_id"],
+        run_id=e["run_id"],
+        score_id=e["pk"],
+        kind=e["submission__kind"],
+        c_g=e["c_g"],
+        c_a=e["c_a"],
+        c_t=e["c_t"],
+        r=e["r"],
+        s=e["s"],
+        submitted_at=e["submission__created_at"],
+        position=position,
+        rank=position,
+        ci_low=low,
+        ci_high=high,
+        is_baseline=e["submission__team__is_baseline"],
+        method_name=e["submission__method_name"],
+        method_description=e["submission__method_description"],
+        method_url=e["submission__method_url"],
+    )
+
+
 @transaction.atomic
 def checklist_board_refresh(*, challenge: Challenge, phase: Phase | None) -> int:
     """Rewrite the board of ``challenge`` in ``phase`` (None: the board without phases).
@@ -108,58 +162,127 @@ def checklist_board_refresh(*, challenge: Challenge, phase: Phase | None) -> int
     """
     Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
     entries = board_entries(challenge=challenge, phase=phase)
-    bounds = [_ci_bounds(e["ci"]) for e in entries]
-    # S of an entry of the genuine paper alone is 0 by definition, not an estimate: it has
-    # no interval, ranks below every entry with S > 0 and is tied with none of them.
-    genuine_only = [
-        e["submission__kind"] == SubmissionKind.GENUINE_ONLY and e["s"] == 0 for e in entries
-    ]
-    bounds = [
-        (None, None) if alone else bound for alone, bound in zip(genuine_only, bounds, strict=True)
-    ]
+    bounds = [_bounds(e) for e in entries]
     marks = board_ranks(
         [(e["s"], low, high) for e, (low, high) in zip(entries, bounds, strict=True)],
-        exact=genuine_only,
+        exact=[_genuine_only(e) for e in entries],
     )
     ChecklistBoardRow.objects.filter(challenge=challenge, phase=phase).delete()
-    rows = [
-        ChecklistBoardRow(
-            challenge=challenge,
-            phase=phase,
-            team_id=e["submission__team_id"],
-            team_sort=e["submission__team__name"].casefold(),
-            submission_id=e["submission_id"],
-            run_id=e["run_id"],
-            score_id=e["pk"],
-            kind=e["submission__kind"],
-            c_g=e["c_g"],
-            c_a=e["c_a"],
-            c_t=e["c_t"],
-            r=e["r"],
-            s=e["s"],
-            submitted_at=e["submission__created_at"],
-            position=position,
-            rank=position,
-            rank_low=mark.rank_low,
-            rank_high=mark.rank_high,
-            tied=mark.tied,
-            ci_low=low,
-            ci_high=high,
-            is_baseline=e["submission__team__is_baseline"],
-            method_name=e["submission__method_name"],
-            method_description=e["submission__method_description"],
-            method_url=e["submission__method_url"],
-        )
-        for position, (e, mark, (low, high)) in enumerate(
-            zip(entries, marks, bounds, strict=True), start=1
-        )
-    ]
+    rows = []
+    for position, (e, mark) in enumerate(zip(entries, marks, strict=True), start=1):
+        row = _row(challenge, phase, e, position)
+        row.rank_low, row.rank_high, row.tied = mark.rank_low, mark.rank_high, mark.tied
+        rows.append(row)
     ChecklistBoardRow.objects.bulk_create(rows, batch_size=500)
     return len(rows)
 
 
+# --- Incremental update after one team's entry changed (issue 25): its row, then the marks.
+
+_LIGHT = ("pk", "s", "c_g", "submitted_at", "submission_id", "kind", "ci_low", "ci_high")
+_MARKS = ("position", "rank", "rank_low", "rank_high", "tied")
+
+
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _micros(value: datetime | str) -> int:
+    """Microseconds since the epoch (UTC) of a stored datetime: the rebuild's order by
+    ``created_at.timestamp()``, compared exactly."""
+    if isinstance(value, str):
+        parsed = parse_datetime(value)
+        if parsed is None:
+            raise ValueError(f"submitted_at: not a datetime: {value!r}")
+        value = parsed
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def _checklist_rerank(board: QuerySet[ChecklistBoardRow], *, entrant: int | None) -> int:
+    """Give the rows of ``board`` the places and marks :func:`checklist_board_refresh` would,
+    writing only the rows whose marks change."""
+    sql, params = board.order_by().values_list(*_LIGHT, *_MARKS).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if not rows:
+        return 0
+    n = len(rows)
+    pks, s, c_g, submitted, submission_ids, kinds, ci_low, ci_high = list(zip(*rows, strict=True))[
+        :8
+    ]
+    value = np.asarray(s, dtype=np.float64)
+    # The order of _order_key: S, then C_G (both best first), the earlier submission, its id.
+    order = np.lexsort(
+        (
+            np.asarray(submission_ids, dtype=np.int64),
+            np.asarray([_micros(t) for t in submitted], dtype=np.int64),
+            -np.asarray(c_g, dtype=np.float64),
+            -value,
+        )
+    )
+    exact = (np.asarray(kinds) == SubmissionKind.GENUINE_ONLY) & (value == 0)
+    ranked = order.tolist()
+    marks = board_ranks(
+        [(s[i], ci_low[i], ci_high[i]) for i in ranked], exact=exact[order].tolist()
+    )
+    new = {mark: np.zeros(n, dtype=np.int64) for mark in _MARKS}
+    new["position"][order] = np.arange(1, n + 1, dtype=np.int64)
+    new["rank"] = new["position"]
+    new["rank_low"][order] = [m.rank_low or 0 for m in marks]
+    new["rank_high"][order] = [m.rank_high or 0 for m in marks]
+    new["tied"][order] = [int(m.tied) for m in marks]
+    old = {
+        mark: np.asarray([0 if r[8 + i] is None else int(r[8 + i]) for r in rows], dtype=np.int64)
+        for i, mark in enumerate(_MARKS)
+    }
+    # The spans rows are compared by (a missing bound is the value; widened to contain it).
+    # Against an exact row a row's value counts, not its span: such changes are not ranges
+    # of spans and are written row by row.
+    lows = np.asarray([v if lo is None else lo for v, lo in zip(value, ci_low, strict=True)])
+    highs = np.asarray([v if hi is None else hi for v, hi in zip(value, ci_high, strict=True)])
+    lows, highs = widen_spans(value, lows.astype(np.float64), highs.astype(np.float64))
+    point = F("s")
+    everyone = np.ones(n, dtype=np.bool_)
+    plans = [
+        MarkPlan("position", everyone, old["position"], F("position")),
+        MarkPlan("rank", everyone, old["position"], F("position")),
+        MarkPlan("rank_low", everyone, highs, Greatest(Coalesce(F("ci_high"), point), point)),
+        MarkPlan("rank_high", everyone, lows, Least(Coalesce(F("ci_low"), point), point)),
+    ]
+    ids = np.asarray(pks, dtype=np.int64)
+    return marks_write(board, ids=ids, old=old, new=new, plans=plans, entrant=entrant)
+
+
+@transaction.atomic
+def checklist_board_update(*, challenge: Challenge, phase: Phase | None, team_id: int) -> int:
+    """Bring one team's row of a board up to date with its scores, then re-rank the board's
+    stored rows, writing only the rows that move; the number of rows written.
+
+    Gives what :func:`checklist_board_refresh` of that board gives (a property test compares
+    them).
+    """
+    Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
+    entries = board_entries(challenge=challenge, phase=phase, team_id=team_id)
+    board = ChecklistBoardRow.objects.filter(challenge=challenge, phase=phase)
+    previous = board.filter(team_id=team_id).first()
+    entrant: int | None = None
+    if entries:
+        row = _row(challenge, phase, entries[0], previous.position if previous else 0)
+        # Its rank range and tie are written with the others' marks (the entrant, whole).
+        row.pk = previous.pk if previous is not None else None
+        row.save()
+        entrant = row.pk
+    elif previous is not None:
+        previous.delete()
+    return _checklist_rerank(board, entrant=entrant)
+
+
 def checklist_board_refresh_for_run(*, run: EvaluationRun) -> int:
-    """Rewrite the board a checklist run's submission is on (called whenever a run ends)."""
+    """Update the board a checklist run's submission is on (called whenever a run ends): its
+    team's row and the rows that move. Returns the number of rows written."""
     if run.benchmark != Benchmark.CHECKLIST or run.checklist_submission_id is None:
         return 0
     submission = (
@@ -169,14 +292,17 @@ def checklist_board_refresh_for_run(*, run: EvaluationRun) -> int:
     )
     if submission is None:
         return 0
-    return checklist_board_refresh(challenge=submission.challenge, phase=submission.phase)
+    return checklist_board_update(
+        challenge=submission.challenge, phase=submission.phase, team_id=submission.team_id
+    )
 
 
 def checklist_board_refresh_for_submission(*, submission: ChecklistSubmission) -> int:
-    """Rewrite the board ``submission`` belongs to (after its choice or withdrawal)."""
+    """Update the board ``submission`` belongs to after its choice or withdrawal (only its
+    team's entry can change). Returns the number of rows written."""
     phase = Phase.objects.filter(pk=submission.phase_id).first() if submission.phase_id else None
     challenge = Challenge.objects.get(pk=submission.challenge_id)
-    return checklist_board_refresh(challenge=challenge, phase=phase)
+    return checklist_board_update(challenge=challenge, phase=phase, team_id=submission.team_id)
 
 
 def _refresh_boards(pairs: Iterable[tuple[int, int | None]]) -> int:
