@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('benchmarks_app', '0018_boards_f1_index'),
+        ('benchmarks_app', '0020_curated_verdicts'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
