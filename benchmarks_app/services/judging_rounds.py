@@ -309,25 +309,16 @@ def _end(args: list[tuple[Any, ...]]) -> list[bool]:
 
     Returns, per completion, whether its in-flight row was released here.
     """
-    rows = [
-        JudgeCall(
-            pk=ticket,
-            status=r.status,
-            latency_ms=r.latency_ms,
-            tokens_in=r.tokens_in,
-            tokens_out=r.tokens_out,
-            tokens_reasoning=r.tokens_reasoning,
-            error=r.error,
-            raw_response=r.raw_response,
-        )
-        for ticket, r, _, _ in args
-    ]
     releases = [a[3] for a in args if a[3] is not None]
+    pending = JudgeCall.objects.filter(status=JudgeCallStatus.PENDING)
     with transaction.atomic():
         # Ledger rows are append-only (save() refuses to change one). This update is the one
         # transition a row may make: pending -> how its request ended. A row already marked
-        # lost stays lost: its holder had been given up for dead.
-        JudgeCall.objects.filter(status=JudgeCallStatus.PENDING).bulk_update(rows, _FIELDS)
+        # lost stays lost: its holder had been given up for dead. One UPDATE per row, not
+        # bulk_update: its CASE per field and row cost 3 ms of CPU for one row and 16 ms for
+        # eight, against 0.6 and 3.5 ms, all of it inside SQLite's one writer turn.
+        for ticket, r, _, _ in args:
+            pending.filter(pk=ticket).update(**{f: getattr(r, f) for f in _FIELDS})
         cache_writes(a[2] for a in args)
         if releases:
             # The answer is cached in this transaction: the claim ends with it, and whoever
