@@ -173,6 +173,7 @@ def _read_run(path: Any) -> tuple[Any, ...]:
 def run(out: TextIO) -> None:
     repos = bundled_repos()
     simulate = os.environ.get("AUDIT_SPEED_REFERENCE", "real") == "rounds"
+    load_before = os.getloadavg()[0]
     with RecordedJudgeServer(repos) as server:
         floor_rounds = chain_floor_rounds(server, repos)
         floor = floor_rounds * LATENCY_S
@@ -208,6 +209,12 @@ def run(out: TextIO) -> None:
     )
     if simulate:
         out.write("  * simulated: dependent rounds x 200 ms (AUDIT_SPEED_REFERENCE=rounds)\n")
+    # The figures are wall times on a machine others may share: say how busy it was.
+    out.write(
+        f"  conditions: {os.cpu_count()} CPUs, SQLite; 1-minute load average {load_before:.1f} "
+        f"when the bench started, {os.getloadavg()[0]:.1f} when it ended (its own processes "
+        "count too)\n"
+    )
 
 
 def main() -> None:  # pragma: no cover - manual use
