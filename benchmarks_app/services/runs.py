@@ -208,7 +208,12 @@ def run_wait(
             # Pieces are cut here too: the run may come from a transaction whose commit
             # hook never ran (a script, a test), or its pieces' leases ran out.
             run_pieces_prepare(run=run)
-            run_process_here(run=run)
+            run_process_here(
+                run=run,
+                processes=1
+                if settings.Q_CLUSTER.get("sync")
+                else int(getattr(settings, "RUN_PROCESSES_HERE", 2)),
+            )
             run.refresh_from_db()
             if run.status in ACTIVE_STATUSES:
                 time.sleep(poll_s)
