@@ -5,7 +5,8 @@ as the real command in a subprocess against a throw-away SQLite database holding
 data, asking the audit speed bench's fake judge (:class:`.audit_speed.RecordedJudgeServer`,
 200 ms per answer, a verdict for every truth finding of the 11 repos):
 
-* ``--wait``, no worker: the command processes the run itself;
+* ``--wait``, no worker: the command processes the run itself (with ``RUN_PROCESSES_HERE``
+  processes: itself and one forked helper by default);
 * ``--wait`` with one ``qcluster`` at its default settings (``Q_WORKERS=2``) started before:
   the command only watches while the cluster's workers process the run;
 
