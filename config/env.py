@@ -204,7 +204,8 @@ def q_cluster(env: Mapping[str, str]) -> dict[str, Any]:
         cluster["redis"] = redis_url
     else:
         cluster["orm"] = "default"
-        cluster["poll"] = 0.5
+        # How long a queued task may wait for an idle cluster to look (a SELECT each time).
+        cluster["poll"] = 0.2
         # Cluster stats (who is alive) must be shared between processes: a database cache
         # (Redis keeps them itself). See CACHES in settings.
         cluster["cache"] = "queue_stats"

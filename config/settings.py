@@ -253,6 +253,9 @@ RUN_PICKUP_GRACE_S = envparse.env_int(ENV, "RUN_PICKUP_GRACE_S", 30, minimum=1)
 # claims up to this many queued pieces of that run and drives them side by side, sharing
 # JUDGE_CONCURRENCY; the others stay free for other workers.
 RUN_PIECES_PER_PROCESS = envparse.env_int(ENV, "RUN_PIECES_PER_PROCESS", 16, minimum=1)
+# Processes a `--wait` command with no worker processes a run's pieces in (as a default cluster's
+# two workers: one Python process keeps one core busy).
+RUN_PROCESSES_HERE = envparse.env_int(ENV, "RUN_PROCESSES_HERE", 2, minimum=1)
 # How often a piece's worker looks whether its run was cancelled (it then stops between
 # judge calls and abandons the calls in flight).
 RUN_CANCEL_POLL_S = envparse.env_float(ENV, "RUN_CANCEL_POLL_S", 1.0)

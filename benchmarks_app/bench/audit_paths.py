@@ -5,7 +5,8 @@ as the real command in a subprocess against a throw-away SQLite database holding
 data, asking the audit speed bench's fake judge (:class:`.audit_speed.RecordedJudgeServer`,
 200 ms per answer, a verdict for every truth finding of the 11 repos):
 
-* ``--wait``, no worker: the command processes the run itself;
+* ``--wait``, no worker: the command processes the run itself (with ``RUN_PROCESSES_HERE``
+  processes: itself and one forked helper by default);
 * ``--wait`` with one ``qcluster`` at its default settings (``Q_WORKERS=2``) started before:
   the command only watches while the cluster's workers process the run;
 
@@ -63,24 +64,31 @@ def _counts(results: dict[str, RepoMatch]) -> Counts:
 def chain_floor_rounds(server: RecordedJudgeServer, repos: list[Repo]) -> int:
     """The longest repo's chain of dependent judge rounds under the concurrent schedule.
 
-    Timed on the fake's answers without HTTP, each answer taking one tick: a repo's length in
-    ticks is its number of dependent rounds.
+    Counted on the fake's answers without HTTP, each answer taking one tick: a call's round
+    is one more than the highest round answered when it was asked, and a repo's length is its
+    last call's round. (Dividing the elapsed time by the tick instead counted the schedule's
+    own CPU time between rounds too: 38 to 44 rounds for the same repos, with the load.)
     """
     from benchmarks_app.bench.audit_speed import _LocalRecorded
 
-    # Long enough that the schedule's own CPU time between rounds does not count as a round.
+    # Far longer than the schedule's CPU time between an answer and the calls it lets go.
     tick = 0.05
 
     class Ticking(_LocalRecorded):
+        answered = 0  # the highest round answered so far
+        longest = 0
+
         async def judge(self, truth: Any, batch: Any, *, vote_number: int) -> Any:
+            round_ = self.answered + 1
             await asyncio.sleep(tick)
+            self.answered = max(self.answered, round_)
+            self.longest = max(self.longest, round_)
             return await super().judge(truth, batch, vote_number=vote_number)
 
     async def length(truths: Any, scans: Any) -> int:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        await match_repo_concurrent(Ticking(server, []), truths, scans)
-        return max(1, round((loop.time() - start) / tick))
+        judge = Ticking(server, [])
+        await match_repo_concurrent(judge, truths, scans)
+        return max(1, judge.longest)
 
     async def longest() -> int:
         return max(await asyncio.gather(*(length(t, s) for _, t, s in repos)))
@@ -166,6 +174,7 @@ def _read_run(path: Any) -> tuple[Any, ...]:
 def run(out: TextIO) -> None:
     repos = bundled_repos()
     simulate = os.environ.get("AUDIT_SPEED_REFERENCE", "real") == "rounds"
+    load_before = os.getloadavg()[0]
     with RecordedJudgeServer(repos) as server:
         floor_rounds = chain_floor_rounds(server, repos)
         floor = floor_rounds * LATENCY_S
@@ -201,6 +210,12 @@ def run(out: TextIO) -> None:
     )
     if simulate:
         out.write("  * simulated: dependent rounds x 200 ms (AUDIT_SPEED_REFERENCE=rounds)\n")
+    # The figures are wall times on a machine others may share: say how busy it was.
+    out.write(
+        f"  conditions: {os.cpu_count()} CPUs, SQLite; 1-minute load average {load_before:.1f} "
+        f"when the bench started, {os.getloadavg()[0]:.1f} when it ended (its own processes "
+        "count too)\n"
+    )
 
 
 def main() -> None:  # pragma: no cover - manual use

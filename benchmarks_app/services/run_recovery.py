@@ -7,9 +7,12 @@ a piece that keeps coming back.
   fails. While the database stays down the worker cannot even do that; its lease then expires
   and the sweeper hands the piece out once the database is back.
 * **Judge down** (``JudgeUnavailable`` after ``JUDGE_OUTAGE_PATIENCE_S``): the piece is parked
-  (``waiting``, ``retry_at`` = now + ``RUN_PARK_RETRY_S``) and its worker freed; the run's
-  other pieces are parked as soon as a worker takes them, without asking the judge, so an
-  outage does not hold one worker per piece.
+  (``waiting``, ``retry_at`` = now + ``RUN_PARK_RETRY_S``) and its worker freed; the other
+  pieces asking the same judge (the run's, and those of other runs made with the same judge
+  record) are parked as soon as a worker takes them, without asking the judge, so an outage
+  does not hold one worker per piece nor cost each run its own wait. The sweeper then sends
+  one piece per judge to try it again and holds the others until the judge has answered
+  (:func:`benchmarks_app.services.sweeper.runs_sweep`).
 * **The re-queue cap**: every hand-out after a lost worker (expired lease) or connection
   counts; past ``RUN_PIECE_MAX_REQUEUES`` the piece and its run fail with the last cause (a
   piece that kills its worker every time ends instead of looping). Resent tasks (lost, or
@@ -21,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
@@ -144,15 +148,34 @@ def piece_park(*, piece: RunPiece) -> None:
     )
 
 
+def judge_peers(run: EvaluationRun) -> Q:
+    """The pieces that ask the same judge as ``run``'s: its own, and those of every active run
+    made with the same judge record (runs without one, replays, share only their own)."""
+    same = Q(run_id=run.pk)
+    if run.judge_record_id is not None:
+        same |= Q(run__judge_record_id=run.judge_record_id, run__status__in=ACTIVE_STATUSES)
+    return same
+
+
+def judge_group(run: EvaluationRun) -> tuple[str, int]:
+    """A key naming the judge ``run`` asks (see :func:`judge_peers`)."""
+    if run.judge_record_id is not None:
+        return ("record", int(run.judge_record_id))
+    return ("run", int(run.pk))
+
+
 def piece_park_beside_sibling(*, piece: RunPiece) -> bool:
-    """Park a piece just claimed when another piece of its run is parked on the judge: the
-    judge is down for the whole run, and asking it again would hold this worker for another
-    ``JUDGE_OUTAGE_PATIENCE_S``. True when parked (the worker has nothing to do)."""
+    """Park a piece just claimed when a piece asking the same judge (of its run, or of any
+    active run made with the same judge record) is parked on it: the judge is down, and
+    asking it again would hold this worker for another ``JUDGE_OUTAGE_PATIENCE_S``. True
+    when parked (the worker has nothing to do)."""
     if piece.run.status not in ACTIVE_STATUSES:
         return False  # an ended run's piece is failed by the caller, not parked
     now = timezone.now()
     parked = (
-        RunPiece.objects.filter(run_id=piece.run_id, status=PieceStatus.WAITING, retry_at__gt=now)
+        RunPiece.objects.filter(
+            judge_peers(piece.run), status=PieceStatus.WAITING, retry_at__gt=now
+        )
         .exclude(pk=piece.pk)
         .order_by("-retry_at")
         .first()
@@ -168,13 +191,37 @@ def piece_park_beside_sibling(*, piece: RunPiece) -> bool:
         error=parked.error,
     )
     if taken:
+        run_update: dict[str, object] = {"status": RunStatus.WAITING, "updated_at": now}
+        if parked.run_id != piece.run_id:
+            # This run's page says why it waits: another run found the judge down.
+            run_update["error"] = (
+                f"Waiting for the judge: {parked.error or 'it is down'} "
+                f"(found by run #{parked.run_id})"
+            )[:10000]
         EvaluationRun.objects.filter(pk=piece.run_id, status__in=ACTIVE_STATUSES).update(
-            status=RunStatus.WAITING, updated_at=now
+            **run_update
         )
         logger.info(
-            "run #%s piece %r parked beside piece %r until the judge is tried again",
+            "run #%s piece %r parked beside run #%s piece %r until the judge is tried again",
             piece.run_id,
             piece.key,
+            parked.run_id,
             parked.key,
         )
     return bool(taken)
+
+
+def run_parked_beside_until(run: EvaluationRun) -> Any:
+    """When ``run`` waits because another run found its judge down: the time that judge is
+    tried again (a parked piece's ``retry_at``), else None."""
+    if run.judge_record_id is None:
+        return None
+    return (
+        RunPiece.objects.filter(
+            judge_peers(run), status=PieceStatus.WAITING, retry_at__gt=timezone.now()
+        )
+        .exclude(run_id=run.pk)
+        .order_by("-retry_at")
+        .values_list("retry_at", flat=True)
+        .first()
+    )

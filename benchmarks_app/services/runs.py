@@ -23,6 +23,7 @@ from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatu
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.runs import run_resume_blocker
 from benchmarks_app.services.run_events import run_ended
+from benchmarks_app.services.run_recovery import run_parked_beside_until
 from benchmarks_app.services.run_state import (
     RUN_KINDS,
     RunKind,
@@ -173,7 +174,7 @@ def run_wait(
     run: EvaluationRun,
     on_progress: Callable[[EvaluationRun], None] | None = None,
     on_event: Callable[[str], None] | None = None,
-    poll_s: float = 0.5,
+    poll_s: float = 0.2,
 ) -> EvaluationRun:
     """Wait for a run to end.
 
@@ -193,6 +194,13 @@ def run_wait(
         if run.status not in ACTIVE_STATUSES:
             return run
         here = settings.Q_CLUSTER.get("sync") or not live_clusters()
+        if here and run.status == RunStatus.WAITING and (until := run_parked_beside_until(run)):
+            # Another run found the judge down: its pieces would only be parked beside it.
+            if "parked" not in announced:
+                say(f"run #{run.pk}: the judge is down; trying it again at {until:%H:%M:%S}")
+                announced.add("parked")
+            time.sleep(poll_s)
+            continue
         if here and (run.status in (RunStatus.QUEUED, RunStatus.WAITING) or run_is_stalled(run)):
             if "here" not in announced and not settings.Q_CLUSTER.get("sync"):
                 say(f"run #{run.pk}: no live qcluster; processing it in this process")
@@ -200,7 +208,12 @@ def run_wait(
             # Pieces are cut here too: the run may come from a transaction whose commit
             # hook never ran (a script, a test), or its pieces' leases ran out.
             run_pieces_prepare(run=run)
-            run_process_here(run=run)
+            run_process_here(
+                run=run,
+                processes=1
+                if settings.Q_CLUSTER.get("sync")
+                else int(getattr(settings, "RUN_PROCESSES_HERE", 2)),
+            )
             run.refresh_from_db()
             if run.status in ACTIVE_STATUSES:
                 time.sleep(poll_s)

@@ -4,7 +4,8 @@ Run by a django-q2 schedule (every minute: django-q2's finest schedule) and, for
 someone is waiting on, by ``run_wait``. It re-queues
 
 * pieces whose lease expired (their worker died, or was killed past ``Q_TIMEOUT``);
-* pieces paused while the judge was down (``waiting``): they try the judge again;
+* pieces paused while the judge was down (``waiting``): one per judge tries it again at the
+  retry time, the others once it has answered (:func:`_resume_parked`);
 * queued pieces whose task is no longer waiting in the broker and that nobody picked up within
   ``RUN_PICKUP_GRACE_S`` (the Redis broker forgets a task once a cluster has taken it, so a
   cluster killed with tasks in its local queue loses them; a busy cluster's prefetched task is
@@ -17,6 +18,7 @@ someone is waiting on, by ``run_wait``. It re-queues
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -27,9 +29,16 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
+from benchmarks_app.models import EvaluationRun, JudgeCall, PieceStatus, RunPiece, RunStatus
+from benchmarks_app.models.judging import JudgeCallStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
-from benchmarks_app.services.run_recovery import piece_give_up, piece_max_requeues
+from benchmarks_app.services.run_recovery import (
+    judge_group,
+    judge_peers,
+    park_seconds,
+    piece_give_up,
+    piece_max_requeues,
+)
 from benchmarks_app.services.run_state import RUN_KINDS, run_finish_if_last
 from benchmarks_app.services.scheduling import piece_send
 
@@ -106,6 +115,68 @@ def _requeue(piece: RunPiece, *, reason: str, expect: Q, counts: bool = True) ->
     return True
 
 
+def _resume_parked(pieces: Any, *, now: Any, report: SweepReport) -> None:
+    """Pieces parked on a down judge, judge by judge (:func:`judge_group`): all of them go
+    back to the queue once the judge has answered any of its runs since they were parked;
+    otherwise, when their retry time has come, one of them tries the judge (the probe) while
+    the others wait behind it, for the probe's answer or for its own parking."""
+    waiting = list(pieces.filter(status=PieceStatus.WAITING))
+    groups: dict[tuple[str, int], list[RunPiece]] = defaultdict(list)
+    for piece in waiting:
+        groups[judge_group(piece.run)].append(piece)
+    park = timedelta(seconds=park_seconds())
+    for group in groups.values():
+        peers = judge_peers(group[0].run)
+        due = [p for p in group if p.retry_at is None or p.retry_at <= now]
+        since = min((p.retry_at - park for p in group if p.retry_at is not None), default=None)
+        kind, key = judge_group(group[0].run)
+        calls = JudgeCall.objects.filter(
+            **({"run__judge_record_id": key} if kind == "record" else {"run_id": key})
+        )
+        answered = (
+            since is not None
+            and calls.filter(status=JudgeCallStatus.OK, created_at__gte=since).exists()
+        )
+        if answered:
+            # The judge is back: nobody waits for a retry time, nor is parked beside another.
+            due = group
+            RunPiece.objects.filter(
+                pk__in=[p.pk for p in group], status=PieceStatus.WAITING
+            ).update(retry_at=None)
+        elif not due:
+            continue
+        else:
+            later = (
+                RunPiece.objects.filter(peers, status=PieceStatus.WAITING, retry_at__gt=now)
+                .order_by("-retry_at")
+                .values_list("retry_at", flat=True)
+                .first()
+            )
+            if later is not None:
+                # Another piece found the judge down since: wait beside it.
+                RunPiece.objects.filter(
+                    pk__in=[p.pk for p in due], status=PieceStatus.WAITING
+                ).update(retry_at=later)
+                continue
+            if RunPiece.objects.filter(
+                peers, status__in=[PieceStatus.QUEUED, PieceStatus.RUNNING]
+            ).exists():
+                # A piece is trying the judge now: wait for its answer (or its parking). The
+                # waiting keep a retry time that has passed, so that the trying piece is not
+                # parked beside them.
+                continue
+            due = due[:1]  # the probe; the others wait behind it
+        for piece in due:
+            if _requeue(piece, reason="", expect=Q(status=PieceStatus.WAITING), counts=False):
+                report.waiting.append(piece.pk)
+                logger.warning(
+                    "run #%s piece %r: asking the judge again%s",
+                    piece.run_id,
+                    piece.key,
+                    " (it has answered since)" if answered else "",
+                )
+
+
 def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
     """One pass over the active runs (or only ``run_ids``); safe to run anywhere, any time."""
     report = SweepReport()
@@ -124,11 +195,7 @@ def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
             report.expired.append(piece.pk)
             logger.warning("run #%s piece %r: %s; re-queued", piece.run_id, piece.key, reason)
 
-    parked = Q(retry_at__isnull=True) | Q(retry_at__lte=now)
-    for piece in pieces.filter(parked, status=PieceStatus.WAITING):
-        if _requeue(piece, reason="", expect=Q(status=PieceStatus.WAITING), counts=False):
-            report.waiting.append(piece.pk)
-            logger.warning("run #%s piece %r: asking the judge again", piece.run_id, piece.key)
+    _resume_parked(pieces, now=now, report=report)
 
     grace = timedelta(seconds=float(getattr(settings, "RUN_PICKUP_GRACE_S", 30)))
     stale_queued = list(

@@ -302,13 +302,34 @@ async def match_repo_concurrent(
                     break
                 start(st, batch)
 
-    async def settle() -> None:
-        nonlocal stop_at
+    # The outcomes' hand-overs (``on_outcome``: a database write in a run), one after another
+    # in truth order, behind the schedule: answers that come meanwhile are taken in and the
+    # batches they free are asked at once, not after the write.
+    writing: asyncio.Future[None] | None = None
+
+    async def hand_over(
+        previous: asyncio.Future[None] | None, to: OnOutcome, outcome: TruthOutcome
+    ) -> None:
+        if previous is not None:
+            await previous
+        await to(outcome)
+
+    def written() -> None:
+        # A hand-over that failed (the run's lease was lost, say) stops the repo now.
+        if writing is not None and writing.done():
+            writing.result()
+
+    async def all_written() -> None:
+        if writing is not None:
+            await writing
+
+    def settle() -> None:
+        nonlocal stop_at, writing
         while stop_at is None and len(settled) < len(states) and states[len(settled)].finished:
             outcome = states[len(settled)].outcome
             settled.append(outcome)
             if on_outcome is not None:
-                await on_outcome(outcome)
+                writing = asyncio.ensure_future(hand_over(writing, on_outcome, outcome))
             if outcome.failed:
                 stop_at = len(settled) - 1
 
@@ -316,7 +337,8 @@ async def match_repo_concurrent(
     try:
         while True:
             schedule()
-            await settle()
+            settle()
+            written()
             if stop_at is not None:
                 # Judge nothing more for the truths behind the failed one; let calls in
                 # flight end (their answers are cached for the resume).
@@ -337,6 +359,7 @@ async def match_repo_concurrent(
                         raise _Anomaly
     except _Anomaly:
         await _cancel(states)
+        await all_written()
         prefix = [*kept.values(), *settled]
         return await match_repo(
             judge,
@@ -350,7 +373,11 @@ async def match_repo_concurrent(
         )
     except BaseException:
         await _cancel(states)
+        if writing is not None:
+            # What was settled is kept (a resume starts after it), whatever stopped the repo.
+            await asyncio.gather(writing, return_exceptions=True)
         raise
+    await all_written()
     settled_by_key = {o.truth_key: o for o in settled}
     outcomes: list[TruthOutcome] = []
     pending: list[object] = []

@@ -37,6 +37,7 @@ Every :class:`VoteFailed` reason starts with its kind (``[transient]``, ``[conte
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import time
@@ -234,11 +235,33 @@ def make_client(config: LLMConfig, http_client: Any = None) -> openai.AsyncOpenA
     }
     if config.base_url:
         kwargs["base_url"] = config.base_url
-    if http_client is not None:
-        kwargs["http_client"] = http_client
     import openai  # only where a client is made: importing the judges stays light
 
+    # The process's one verifying TLS context, not one per client (see _tls_context).
+    kwargs["http_client"] = http_client or openai.DefaultAsyncHttpxClient(verify=_tls_context())
     return openai.AsyncOpenAI(**kwargs)
+
+
+@functools.lru_cache(maxsize=1)
+def _tls_context() -> Any:
+    """The TLS context every client of this process verifies servers with (the client
+    library's default one, made once).
+
+    Making one loads the CA bundle: about 50 ms of CPU, holding the GIL. A worker that drives
+    eleven run pieces builds eleven clients at once, and no call went out for half a second.
+    A context is safe to share between clients, threads and event loops.
+    """
+    import httpx2  # the client library's HTTP layer, imported with it
+
+    return httpx2.create_ssl_context()
+
+
+def client_warm_up() -> None:
+    """Load the client library and its TLS context now, before a process builds many clients
+    at once (each would otherwise wait on the import lock and the GIL)."""
+    import openai  # noqa: F401
+
+    _tls_context()
 
 
 def fit_to_server(config: LLMConfig) -> list[str]:

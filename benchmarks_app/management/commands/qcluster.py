@@ -36,6 +36,7 @@ from django_q.management.commands.qcluster import Command as QClusterCommand
 
 from benchmarks_app.services.liveness import liveness_file
 from benchmarks_app.services.queue_canary import mark_cluster_process, queue_canary_problem
+from benchmarks_app.services.scheduling import process_warm_up
 
 logger = logging.getLogger("benchmarks_app.qcluster")
 
@@ -132,6 +133,9 @@ class Command(QClusterCommand):
             raise SystemExit(2)
         # Forked processes must not share this process's database connection.
         connections.close_all()
+        # Before the workers fork: each starts with the judges' client library loaded and the
+        # start-up heap frozen, instead of paying for both while its first run waits.
+        process_warm_up()
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         grace = float(os.environ.get("Q_STOP_GRACE_S", "5"))

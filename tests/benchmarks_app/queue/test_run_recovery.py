@@ -263,3 +263,86 @@ def test_a_resent_task_does_not_count_towards_the_cap(monkeypatch: Any) -> None:
     assert report.lost == [piece.pk]
     assert (piece.status, piece.requeues) == (PieceStatus.DONE, 2)
     assert run.status == RunStatus.SUCCEEDED
+
+
+def _judge_down_kind(monkeypatch: Any, asked: list[int], down: dict[str, bool]) -> None:
+    """Single-piece runs whose judge raises JudgeUnavailable while ``down``; each ask is
+    noted by run id, and an answered ask leaves an ``ok`` ledger row, as a real judge's."""
+    from scoring.judges.failures import JudgeUnavailable
+
+    def judging(r: EvaluationRun) -> None:
+        asked.append(r.pk)
+        if down["now"]:
+            raise JudgeUnavailable("judge at http://127.0.0.1:9 unreachable for 300 s")
+        JudgeCall.objects.create(run=r, judge="openai", model="m", status="ok")
+        run_services.run_finish(run=r)
+
+    _use_kind(monkeypatch, judging)
+
+
+@pytest.mark.django_db
+def test_a_judge_found_down_by_one_run_parks_the_other_runs_on_that_judge_record(
+    monkeypatch: Any,
+) -> None:
+    from benchmarks_app.models import JudgeRecord
+
+    shared = JudgeRecord.objects.create(name="shared", kind="openai", base_url="http://x:9/v1")
+    other = JudgeRecord.objects.create(name="other", kind="openai", base_url="http://y:9/v1")
+    first, second, elsewhere = (
+        _run(judge_record=shared),
+        _run(judge_record=shared),
+        _run(judge_record=other),
+    )
+    asked: list[int] = []
+    _judge_down_kind(monkeypatch, asked, {"now": True})
+    for run in (first, second, elsewhere):
+        (piece,) = run_services.run_pieces_prepare(run=run)
+        run_services.piece_process(piece_id=piece.pk)
+    # The second run never asked the judge its first run had found down; a run on another
+    # judge record asked its own.
+    assert asked == [first.pk, elsewhere.pk]
+    parked = {p.run_id: p for p in RunPiece.objects.all()}
+    assert {p.status for p in parked.values()} == {PieceStatus.WAITING}
+    assert parked[second.pk].retry_at == parked[first.pk].retry_at
+    second.refresh_from_db()
+    assert second.status == RunStatus.WAITING
+    assert "unreachable" in second.error and f"run #{first.pk}" in second.error
+
+
+@pytest.mark.django_db
+def test_the_sweeper_sends_one_probe_per_down_judge_and_the_rest_once_it_answers(
+    monkeypatch: Any,
+) -> None:
+    from benchmarks_app.models import JudgeRecord
+
+    shared = JudgeRecord.objects.create(name="shared", kind="openai", base_url="http://x:9/v1")
+    runs = [_run(judge_record=shared, status=RunStatus.WAITING) for _ in range(3)]
+    due = timezone.now() - timedelta(seconds=1)
+    for run in runs:
+        RunPiece.objects.create(run=run, status=PieceStatus.WAITING, retry_at=due, attempt=1)
+    asked: list[int] = []
+    down = {"now": True}
+    _judge_down_kind(monkeypatch, asked, down)
+
+    # Retry time, judge still down: one run's piece tries it (the synchronous queue runs it
+    # at once) and is parked again; at the next pass the others are parked beside it, not
+    # sent to wait out the judge's patience each.
+    report = runs_sweep()
+    assert len(asked) == 1 and report.waiting == [RunPiece.objects.get(run_id=asked[0]).pk]
+    assert runs_sweep().waiting == [] and len(asked) == 1
+    pieces = list(RunPiece.objects.order_by("pk"))
+    assert {p.status for p in pieces} == {PieceStatus.WAITING}
+    (retry_at,) = {p.retry_at for p in pieces}
+    assert retry_at is not None and retry_at > timezone.now()
+
+    # Before the retry time nothing is sent; once the judge has answered any run made with
+    # that record since the pieces were parked, all of them go at once.
+    assert runs_sweep().waiting == [] and len(asked) == 1
+    down["now"] = False
+    JudgeCall.objects.create(run=_run(judge_record=shared), judge="openai", model="m", status="ok")
+    report = runs_sweep()
+    assert sorted(report.waiting) == sorted(p.pk for p in pieces)
+    assert sorted(asked[1:]) == sorted(r.pk for r in runs)
+    assert set(
+        EvaluationRun.objects.filter(pk__in=[r.pk for r in runs]).values_list("status", flat=True)
+    ) == {RunStatus.SUCCEEDED}
