@@ -174,29 +174,50 @@ def test_concurrent_schedule_equals_sequential(
 
 
 def test_chain_is_truths_plus_batches_not_their_product() -> None:
-    """30 truths over 10 batches that never match: the sequential run takes 300 rounds."""
-    ts, ss = truths(30), scans(100)
-    rounds = {"now": 0, "max": 0}
+    """30 truths over 10 batches that never match: the sequential run takes 300 rounds.
 
-    class Clocked(RandomJudge):
+    Rounds are counted, not timed: every question waits until the schedule has nothing left
+    to ask, then all waiting questions are answered at once (one round of the judge).
+    """
+    ts, ss = truths(30), scans(100)
+
+    class Held(RandomJudge):
+        waiting: list[asyncio.Future[None]]
+
         async def judge(
             self, truth: TruthItem, batch: Sequence[ScanItem], *, vote_number: int
         ) -> Any:
-            await asyncio.sleep(0.01)
+            answered = asyncio.get_running_loop().create_future()
+            self.waiting.append(answered)
+            await answered
             return verdict("none")
 
-    judge = Clocked(0, 0, 0, 0)
+    judge = Held(0, 0, 0, 0)
+    judge.waiting = []
 
-    async def go() -> float:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        await match_repo_concurrent(judge, ts, ss, batch_size=10, iterations=2)
-        return loop.time() - start
+    async def go() -> int:
+        task = asyncio.create_task(
+            match_repo_concurrent(judge, ts, ss, batch_size=10, iterations=2)
+        )
+        rounds = 0
+        while not task.done():
+            # Let the schedule run until it stops asking: several idle passes in a row.
+            idle, seen = 0, -1
+            while idle < 20 and not task.done():
+                await asyncio.sleep(0)
+                idle = idle + 1 if len(judge.waiting) == seen else 0
+                seen = len(judge.waiting)
+            if judge.waiting:
+                rounds += 1
+                answering, judge.waiting = judge.waiting, []
+                for answered in answering:
+                    answered.set_result(None)
+        await task
+        return rounds
 
-    elapsed = asyncio.run(go())
-    del rounds
-    # 300 sequential rounds would take 3 s; the wavefront is about 30 + 10 rounds.
-    assert elapsed < 300 * 0.01 / 3
+    rounds = asyncio.run(go())
+    # The wavefront is about 30 + 10 rounds; one after another it would be 300.
+    assert 30 <= rounds <= 45, rounds
 
 
 def test_matches_of_earlier_truths_shift_later_batches() -> None:
