@@ -16,7 +16,11 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter
+from benchmarks_app.api.leaderboard import (
+    BoardRowListView,
+    ordering_parameter,
+    paired_mark_fields,
+)
 from benchmarks_app.formatting import whole_number
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.selectors.audit_boards import (
@@ -68,28 +72,7 @@ class AuditLeaderboardRowSerializer(serializers.Serializer):
     tied = serializers.BooleanField(
         help_text="Statistically tied: the interval overlaps the interval of the row above."
     )
-    id = serializers.IntegerField(
-        help_text="The row's id: what /api/boards/compare/ takes as a or b."
-    )
-    board = serializers.CharField(
-        help_text="The board's key (KIND:ID:PHASE:LABEL) for /api/boards/compare/."
-    )
-    paired_rank_low = serializers.IntegerField(
-        allow_null=True,
-        help_text="Best rank by the paired rule: 1 + the entries significantly better by "
-        "their paired difference. Null until computed (a task after each run's end) or "
-        "beyond the rows it tests: use rank_low then.",
-    )
-    paired_rank_high = serializers.IntegerField(
-        allow_null=True,
-        help_text="Worst rank by the paired rule: the ranked entries minus those "
-        "significantly worse. Null as paired_rank_low.",
-    )
-    paired_tied = serializers.BooleanField(
-        allow_null=True,
-        help_text="Tied with the row above by the paired rule: their paired difference's "
-        "95% interval contains 0. Null as paired_rank_low.",
-    )
+    id, board, paired_rank_low, paired_rank_high, paired_tied = paired_mark_fields()
     phase = serializers.CharField(
         allow_null=True, help_text="The phase (slug) of this board; null: the whole release."
     )

@@ -15,7 +15,12 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter, ordering_terms
+from benchmarks_app.api.leaderboard import (
+    BoardRowListView,
+    ordering_parameter,
+    ordering_terms,
+    paired_mark_fields,
+)
 from benchmarks_app.api.pagination import StandardPagination
 from benchmarks_app.models import SubmissionKind
 from benchmarks_app.models.boards import ChecklistBoardRow
@@ -72,28 +77,7 @@ class ChecklistLeaderboardRowSerializer(serializers.Serializer):
         allow_null=True, help_text="Worst rank the intervals allow."
     )
     tied = serializers.BooleanField(help_text="The interval overlaps the entry above's.")
-    id = serializers.IntegerField(
-        help_text="The row's id: what /api/boards/compare/ takes as a or b."
-    )
-    board = serializers.CharField(
-        help_text="The board's key (KIND:ID:PHASE:LABEL) for /api/boards/compare/."
-    )
-    paired_rank_low = serializers.IntegerField(
-        allow_null=True,
-        help_text="Best rank by the paired rule: 1 + the entries significantly better by "
-        "their paired difference. Null until computed (a task after each run's end) or "
-        "beyond the rows it tests: use rank_low then.",
-    )
-    paired_rank_high = serializers.IntegerField(
-        allow_null=True,
-        help_text="Worst rank by the paired rule: the ranked entries minus those "
-        "significantly worse. Null as paired_rank_low.",
-    )
-    paired_tied = serializers.BooleanField(
-        allow_null=True,
-        help_text="Tied with the row above by the paired rule: their paired difference's "
-        "95% interval contains 0. Null as paired_rank_low.",
-    )
+    id, board, paired_rank_low, paired_rank_high, paired_tied = paired_mark_fields()
     created_at = serializers.DateTimeField(help_text="When the submission was made.")
 
     @extend_schema_field(serializers.ListField(child=serializers.FloatField(), allow_null=True))

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db.models import Expression, Model, QuerySet
 from drf_spectacular.utils import OpenApiParameter
-from rest_framework import generics
+from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -195,3 +195,38 @@ class BoardRowListView(generics.ListAPIView):
         assert page is not None  # a pagination class is always set
         rows = [self.row(obj) for obj in page]
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)
+
+
+def paired_mark_fields() -> tuple[
+    serializers.IntegerField,
+    serializers.CharField,
+    serializers.IntegerField,
+    serializers.IntegerField,
+    serializers.BooleanField,
+]:
+    """A board row's ``id``, ``board`` and paired marks, the same on the three leaderboards;
+    new field instances on each call, declared where the row serializer unpacks them."""
+    return (
+        serializers.IntegerField(
+            help_text="The row's id: what /api/boards/compare/ takes as a or b."
+        ),
+        serializers.CharField(
+            help_text="The board's key (KIND:ID:PHASE:LABEL) for /api/boards/compare/."
+        ),
+        serializers.IntegerField(
+            allow_null=True,
+            help_text="Best rank by the paired rule: 1 + the entries significantly better by "
+            "their paired difference. Null until computed (a task after each run's end) or "
+            "beyond the rows it tests: use rank_low then.",
+        ),
+        serializers.IntegerField(
+            allow_null=True,
+            help_text="Worst rank by the paired rule: the ranked entries minus those "
+            "significantly worse. Null as paired_rank_low.",
+        ),
+        serializers.BooleanField(
+            allow_null=True,
+            help_text="Tied with the row above by the paired rule: their paired difference's "
+            "95% interval contains 0. Null as paired_rank_low.",
+        ),
+    )

@@ -23,7 +23,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchmarks_app.api.leaderboard import BoardRowListView, ordering_parameter
+from benchmarks_app.api.leaderboard import (
+    BoardRowListView,
+    ordering_parameter,
+    paired_mark_fields,
+)
 from benchmarks_app.api.parsers import JSONParser
 from benchmarks_app.formatting import MAX_ID
 from benchmarks_app.selectors.probes import (
@@ -76,28 +80,7 @@ class ProbeLeaderboardRowSerializer(serializers.Serializer):
     tied = serializers.BooleanField(
         help_text="Statistically tied: this row's interval overlaps the row above's."
     )
-    id = serializers.IntegerField(
-        help_text="The row's id: what /api/boards/compare/ takes as a or b."
-    )
-    board = serializers.CharField(
-        help_text="The board's key (KIND:ID:PHASE:LABEL) for /api/boards/compare/."
-    )
-    paired_rank_low = serializers.IntegerField(
-        allow_null=True,
-        help_text="Best rank by the paired rule: 1 + the entries significantly better by "
-        "their paired difference. Null until computed (a task after each run's end) or "
-        "beyond the rows it tests: use rank_low then.",
-    )
-    paired_rank_high = serializers.IntegerField(
-        allow_null=True,
-        help_text="Worst rank by the paired rule: the ranked entries minus those "
-        "significantly worse. Null as paired_rank_low.",
-    )
-    paired_tied = serializers.BooleanField(
-        allow_null=True,
-        help_text="Tied with the row above by the paired rule: their paired difference's "
-        "95% interval contains 0. Null as paired_rank_low.",
-    )
+    id, board, paired_rank_low, paired_rank_high, paired_tied = paired_mark_fields()
     suite = serializers.CharField(help_text="Probe suite name.")
     suite_version = serializers.CharField(
         allow_blank=True,
