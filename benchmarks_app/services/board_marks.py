@@ -13,6 +13,7 @@ written row by row with its new values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +23,44 @@ from django.db.models import Case, ExpressionWrapper, F, IntegerField, Model, Q,
 from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 from django.utils import timezone
 
+from scoring.stats.bootstrap import BoardRank
+
 # Beyond this many ranges per mark, its changed rows are written one by one.
 MAX_RUNS = 32
+
+
+def stored_marks(
+    rows: Sequence[Sequence[Any]], *, first_column: int, marks: Sequence[str]
+) -> dict[str, npt.NDArray[np.int64]]:
+    """Each of ``marks`` as stored, per row: the columns from ``first_column`` of ``rows``, in
+    the order of ``marks`` (a missing mark read as 0, as :func:`marks_write` compares them)."""
+    return {
+        mark: np.asarray(
+            [0 if r[first_column + i] is None else int(r[first_column + i]) for r in rows],
+            dtype=np.int64,
+        )
+        for i, mark in enumerate(marks)
+    }
+
+
+def ranked_marks(
+    order: npt.NDArray[np.int64], ranks: Sequence[BoardRank]
+) -> dict[str, npt.NDArray[np.int64]]:
+    """Every row's new place and marks (``position``, ``rank``, ``rank_low``, ``rank_high``,
+    ``tied``) from ``board_ranks`` over the rows taken in ``order`` (the place is the rank)."""
+    n = len(order)
+    position, low, high, tied = (np.zeros(n, dtype=np.int64) for _ in range(4))
+    position[order] = np.arange(1, n + 1, dtype=np.int64)
+    low[order] = [m.rank_low or 0 for m in ranks]
+    high[order] = [m.rank_high or 0 for m in ranks]
+    tied[order] = [int(m.tied) for m in ranks]
+    return {
+        "position": position,
+        "rank": position,
+        "rank_low": low,
+        "rank_high": high,
+        "tied": tied,
+    }
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,11 @@ from benchmarks_app.selectors.audit_boards import (
     board_repo_results,
     release_repo_ids,
 )
-from benchmarks_app.services.board_marks import MarkPlan, marks_write
+from benchmarks_app.services.board_marks import (
+    MarkPlan,
+    marks_write,
+    stored_marks,
+)
 from scoring.audit.board import (
     BOARD_LEVEL,
     BOARD_RESAMPLES,
@@ -325,10 +329,7 @@ def board_rerank(board: QuerySet[AuditBoardRow], *, entrant: int | None = None) 
         "tied_with_above": marks.tied_with_above.astype(np.int64),
     }
     new["position"][marks.order] = np.arange(1, n + 1, dtype=np.int64)
-    old = {
-        mark: np.asarray([0 if r[7 + i] is None else int(r[7 + i]) for r in rows], dtype=np.int64)
-        for i, mark in enumerate(_MARKS)
-    }
+    old = stored_marks(rows, first_column=7, marks=_MARKS)
     ids = np.asarray(pks, dtype=np.int64)
     lows, highs = board_spans(f1p, ci_low, ci_high)
     low_sql, high_sql = _span_sql()

@@ -38,7 +38,12 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.boards import ChecklistBoardRow
 from benchmarks_app.models.phases import Phase
-from benchmarks_app.services.board_marks import MarkPlan, marks_write
+from benchmarks_app.services.board_marks import (
+    MarkPlan,
+    marks_write,
+    ranked_marks,
+    stored_marks,
+)
 from scoring.checklist.scores import CI_METRIC
 from scoring.stats import board_ranks
 from scoring.stats.bootstrap import widen_spans
@@ -228,16 +233,8 @@ def _checklist_rerank(board: QuerySet[ChecklistBoardRow], *, entrant: int | None
     marks = board_ranks(
         [(s[i], ci_low[i], ci_high[i]) for i in ranked], exact=exact[order].tolist()
     )
-    new = {mark: np.zeros(n, dtype=np.int64) for mark in _MARKS}
-    new["position"][order] = np.arange(1, n + 1, dtype=np.int64)
-    new["rank"] = new["position"]
-    new["rank_low"][order] = [m.rank_low or 0 for m in marks]
-    new["rank_high"][order] = [m.rank_high or 0 for m in marks]
-    new["tied"][order] = [int(m.tied) for m in marks]
-    old = {
-        mark: np.asarray([0 if r[8 + i] is None else int(r[8 + i]) for r in rows], dtype=np.int64)
-        for i, mark in enumerate(_MARKS)
-    }
+    new = ranked_marks(order, marks)
+    old = stored_marks(rows, first_column=8, marks=_MARKS)
     # The spans rows are compared by (a missing bound is the value; widened to contain it).
     # Against an exact row a row's value counts, not its span: such changes are not ranges
     # of spans and are written row by row.

@@ -33,7 +33,12 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.models.boards import ProbeBoardRow
-from benchmarks_app.services.board_marks import MarkPlan, marks_write
+from benchmarks_app.services.board_marks import (
+    MarkPlan,
+    marks_write,
+    ranked_marks,
+    stored_marks,
+)
 from scoring.probes.metrics import RANKING_METRIC
 from scoring.stats import board_ranks
 from scoring.stats.bootstrap import widen_spans
@@ -219,16 +224,8 @@ def _probe_rerank(board: QuerySet[ProbeBoardRow], *, entrant: int | None) -> int
     # The order of _sort_key: resilience (missing last), pass rate, model name.
     order = np.lexsort((np.asarray(names, dtype=np.str_), -passed, -value, missing))
     marks = board_ranks([(values[i], ci_low[i], ci_high[i]) for i in order.tolist()])
-    new = {mark: np.zeros(n, dtype=np.int64) for mark in _MARKS}
-    new["position"][order] = np.arange(1, n + 1, dtype=np.int64)
-    new["rank"] = new["position"]
-    new["rank_low"][order] = [m.rank_low or 0 for m in marks]
-    new["rank_high"][order] = [m.rank_high or 0 for m in marks]
-    new["tied"][order] = [int(m.tied) for m in marks]
-    old = {
-        mark: np.asarray([0 if r[6 + i] is None else int(r[6 + i]) for r in rows], dtype=np.int64)
-        for i, mark in enumerate(_MARKS)
-    }
+    new = ranked_marks(order, marks)
+    old = stored_marks(rows, first_column=6, marks=_MARKS)
     # The spans board_ranks ranks with: a missing bound is the value; widened to contain it.
     lows = np.asarray([v if lo is None else lo for v, lo in zip(value, ci_low, strict=True)])
     highs = np.asarray([v if hi is None else hi for v, hi in zip(value, ci_high, strict=True)])
