@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from benchmarks_app.models import (
     VERDICT_CLASSES,
@@ -348,44 +348,52 @@ def _board_agreement(runs: QuerySet[EvaluationRun], judge_key: str | None) -> di
     return figures[0].as_dict()
 
 
+def _board_stamp(board: QuerySet[Any]) -> str:
+    """What changes whenever a board's rows do (a row written, added or removed): a cache key
+    that does not read every row's runs, which a page of a 100,000-entry board cannot afford
+    on each view."""
+    found = board.aggregate(rows=Count("id"), at=Max("computed_at"))
+    return f"{found['rows']}:{found['at']}"
+
+
 def audit_board_agreement(*, release_id: int, judge: str, phase_id: int | None) -> dict[str, Any]:
     """The board judge's agreement on the board's runs (the runs behind its rows)."""
-    run_ids: set[int] = set()
-    for ids in AuditBoardRow.objects.filter(
+    board = AuditBoardRow.objects.filter(
         Q(phase_id=phase_id) if phase_id is not None else Q(phase__isnull=True),
         release_id=release_id,
         judge=judge,
-    ).values_list("run_ids", flat=True):
-        run_ids.update(int(i) for i in ids or [])
+    )
 
     def compute() -> dict[str, Any]:
+        run_ids: set[int] = set()
+        for ids in board.values_list("run_ids", flat=True):
+            run_ids.update(int(i) for i in ids or [])
         found = _board_agreement(EvaluationRun.objects.filter(pk__in=run_ids), judge)
         return found or _empty(judge, Benchmark.AUDIT)
 
-    # The board's runs are part of the key: a board whose rows changed is computed again.
-    return dict(_cached(f"audit-board:{judge}:{sorted(run_ids)}", compute))
+    key = f"audit-board:{release_id}:{judge}:{phase_id}:{_board_stamp(board)}"
+    return dict(_cached(key, compute))
 
 
 def probe_board_agreement(
     *, suite_id: int, suite_version: str, phase_id: int | None
 ) -> dict[str, Any]:
     """The agreement of the refusal signal of a probe board's runs with curated verdicts."""
-    run_ids = sorted(
-        ProbeBoardRow.objects.filter(
-            Q(phase_id=phase_id) if phase_id is not None else Q(phase__isnull=True),
-            suite_id=suite_id,
-            suite_version=suite_version,
-        ).values_list("run_id", flat=True)
+    board = ProbeBoardRow.objects.filter(
+        Q(phase_id=phase_id) if phase_id is not None else Q(phase__isnull=True),
+        suite_id=suite_id,
+        suite_version=suite_version,
     )
 
     def compute() -> dict[str, Any]:
-        runs = EvaluationRun.objects.filter(pk__in=run_ids)
+        runs = EvaluationRun.objects.filter(pk__in=board.values_list("run_id", flat=True))
         keys = sorted({run_judge_key(r) for r in runs.values(*RUN_FIELDS)})
         judge = " + ".join(keys) if keys else "rules"
         found = _board_agreement(runs, judge)
         return found or _empty(judge, Benchmark.PROBES)
 
-    return dict(_cached(f"probe-board:{run_ids}", compute))
+    key = f"probe-board:{suite_id}:{suite_version}:{phase_id}:{_board_stamp(board)}"
+    return dict(_cached(key, compute))
 
 
 def _empty(judge: str, benchmark: str) -> dict[str, Any]:
