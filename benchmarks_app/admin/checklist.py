@@ -211,7 +211,7 @@ def rebuild_boards(
 class ChecklistBoardRowAdmin(admin.ModelAdmin):
     """Derived rows (rewritten when runs end or choices change): read-only here."""
 
-    list_display = ("challenge", "phase", "position", "team", "submission", "s", "is_baseline")
+    list_display = ("challenge", "phase", "team", "submission", "s", "is_baseline")
     list_filter = ("challenge", "phase", "is_baseline")
     search_fields = ("team__name",)
     list_select_related = ("challenge", "phase", "team")

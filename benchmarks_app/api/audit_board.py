@@ -32,6 +32,7 @@ from benchmarks_app.selectors.audit_boards import (
     public_row,
     resolve_board,
 )
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE
 
 
 class AuditLeaderboardRowSerializer(serializers.Serializer):
@@ -148,6 +149,7 @@ class LeaderboardView(BoardRowListView):
     """
 
     serializer_class = AuditLeaderboardRowSerializer
+    shape = AUDIT_SHAPE
     ordering_columns = AUDIT_ORDERING_COLUMNS
     ordering_aliases = ORDERING_ALIASES
 

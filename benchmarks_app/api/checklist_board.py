@@ -24,6 +24,7 @@ from benchmarks_app.api.leaderboard import (
 from benchmarks_app.api.pagination import StandardPagination
 from benchmarks_app.models import SubmissionKind
 from benchmarks_app.models.boards import ChecklistBoardRow
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, attach_marks
 from benchmarks_app.selectors.checklist import default_challenge
 from benchmarks_app.selectors.checklist_boards import (
     ORDERING_COLUMNS,
@@ -106,7 +107,7 @@ class ChecklistLeaderboardView(BoardRowListView):
     # list() below pages the rows' ids itself (then reads the page's rows with their team).
     pagination_class = StandardPagination
     ordering_columns = ORDERING_COLUMNS
-    default_ordering = ("position",)
+    shape = CHECKLIST_SHAPE
     board: ChecklistBoard | None = None
 
     @extend_schema(
@@ -145,7 +146,7 @@ class ChecklistLeaderboardView(BoardRowListView):
 
     def order_by(self) -> list[Any]:
         terms = super().order_by()
-        # The board's own order (position) sorts by S descending first, so a trailing "-s"
+        # The board's own order sorts by S descending first, so a trailing "-s"
         # adds nothing to it: dropped, the page is read in index order instead of sorted.
         asked = ordering_terms(self.request, list(self.ordering_columns))
         if asked and asked[-1] == ("s", True):
@@ -164,5 +165,6 @@ class ChecklistLeaderboardView(BoardRowListView):
         page = self.paginate_queryset(ids)
         assert page is not None  # a pagination class is always set
         found = ChecklistBoardRow.objects.select_related("team").in_bulk(list(page))
+        attach_marks(self.shape, list(found.values()))
         rows = [self.row(found[pk]) for pk in page if pk in found]
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)

@@ -1,8 +1,9 @@
 """The bases of the three leaderboard endpoints (``/api/<benchmark>/leaderboard/``).
 
 :class:`BoardRowListView` pages a board's stored rows (one row per entrant, written when a
-run ends, with its rank) in the database: ``?ordering=`` becomes ``ORDER BY`` and a page is
-one ``LIMIT`` query plus a count, whatever the number of entrants. :class:`LeaderboardListView`
+run ends) in the database: ``?ordering=`` becomes ``ORDER BY`` and a page is one ``LIMIT``
+query plus a count, its rows' places and ranks counted on the board's indexes, whatever the
+number of entrants. :class:`LeaderboardListView`
 is the older base that orders and pages a selector's list in Python (kept for boards that
 have no stored rows yet). Both answer with the envelope of every other list endpoint::
 
@@ -28,6 +29,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from benchmarks_app.api.pagination import BoardPagination, StandardPagination
+from benchmarks_app.selectors.board_marks import BoardShape, attach_marks, own_order
 from benchmarks_app.selectors.board_ordering import board_order_by
 
 
@@ -158,8 +160,9 @@ class BoardRowListView(generics.ListAPIView):
     * :meth:`get_board_queryset`: the rows of the board asked for (filtered to what the
       user may see), with whatever ``select_related`` :meth:`row` needs;
     * ``ordering_columns``: API ordering name → column (a field path or an expression);
-    * ``default_ordering``: the columns of the board's own order (best first);
-    * :meth:`row`: a stored row → the dict the ``serializer_class`` renders.
+    * ``shape``: the board's model, order and marks (places and ranks are counted for the
+      page's rows, :mod:`benchmarks_app.selectors.board_marks`);
+    * :meth:`row`: a stored row, its marks set → the dict the ``serializer_class`` renders.
 
     ``?ordering=`` puts rows without a value last in both directions, then keeps the board's
     own order for ties, so pages never overlap. Unknown fields are a 400 naming the field.
@@ -170,7 +173,12 @@ class BoardRowListView(generics.ListAPIView):
     filter_backends: list[Any] = []
     ordering_columns: Mapping[str, str | Expression] = {}
     ordering_aliases: Mapping[str, str] = {}
-    default_ordering: Sequence[str] = ("position",)
+    shape: BoardShape
+
+    @property
+    def default_ordering(self) -> Sequence[Any]:
+        """The board's own order (best first)."""
+        return own_order(self.shape)
 
     def get_board_queryset(self) -> QuerySet[Any]:
         raise NotImplementedError
@@ -193,7 +201,7 @@ class BoardRowListView(generics.ListAPIView):
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         assert page is not None  # a pagination class is always set
-        rows = [self.row(obj) for obj in page]
+        rows = [self.row(obj) for obj in attach_marks(self.shape, list(page))]
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)
 
 

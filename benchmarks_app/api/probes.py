@@ -30,6 +30,7 @@ from benchmarks_app.api.leaderboard import (
 )
 from benchmarks_app.api.parsers import JSONParser
 from benchmarks_app.formatting import MAX_ID
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE
 from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
@@ -259,6 +260,8 @@ class ProbeLeaderboardView(BoardRowListView):
     @property
     def default_ordering(self) -> list[Any]:  # type: ignore[override]
         return self._board_order
+
+    shape = PROBE_SHAPE
 
     def row(self, obj: Any) -> dict[str, Any]:
         return board_row(obj, placed=self._placed)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Count, Q
@@ -12,6 +14,7 @@ from benchmarks_app.models.common import (
     Severity,
     TimeStampedModel,
 )
+from scoring.audit.board import RANK_DIGITS
 
 
 class RepoQuerySet(models.QuerySet["Repo"]):
@@ -402,8 +405,18 @@ class AuditBoardRow(models.Model):
         related_name="audit_board_rows",
     )
     scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="board_rows")
-    # The order on the board: ranked rows first (best first), then incomplete ones.
-    position = models.PositiveIntegerField(default=0)
+    # The board's order (ascending is better; see ``selectors.board_marks``): ranked rows
+    # first (F1+, F1, name), then incomplete ones (most repos first). Places and ranks are
+    # counted from these when read, not stored.
+    sort_group = models.PositiveSmallIntegerField(default=0)
+    sort_repos = models.IntegerField(default=0)
+    sort_a = models.FloatField(default=0.0)
+    sort_b = models.FloatField(default=0.0)
+    sort_name = models.CharField(max_length=400, blank=True, default="")
+    # The span the rank range is computed from (null: not ranked).
+    span_low = models.FloatField(null=True, blank=True)
+    span_high = models.FloatField(null=True, blank=True)
+    exact = models.BooleanField(default=False)
     run_ids = models.JSONField(default=list, blank=True)
     # The repo results the row sums (their ids): its interval is recomputed only when they
     # change, so rows of other scanners keep theirs when one scanner's run ends.
@@ -421,9 +434,6 @@ class AuditBoardRow(models.Model):
     ci_level = models.FloatField(null=True, blank=True)
     ci_resamples = models.PositiveIntegerField(null=True, blank=True)
     ci_seed = models.IntegerField(null=True, blank=True)
-    rank = models.PositiveIntegerField(null=True, blank=True)
-    rank_low = models.PositiveIntegerField(null=True, blank=True)
-    rank_high = models.PositiveIntegerField(null=True, blank=True)
     tied_with_above = models.BooleanField(default=False)
     computed_at = models.DateTimeField(auto_now=True)
     # The paired rule's marks (scoring.stats.paired), written by a separate step after the
@@ -433,7 +443,17 @@ class AuditBoardRow(models.Model):
     paired_tied = models.BooleanField(null=True, blank=True)
 
     class Meta:
-        ordering = ["release", "judge", "position"]
+        ordering = [
+            "release",
+            "judge",
+            "phase",
+            "sort_group",
+            "sort_repos",
+            "sort_a",
+            "sort_b",
+            "sort_name",
+            "id",
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["release", "judge", "scanner"],
@@ -447,13 +467,70 @@ class AuditBoardRow(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["release", "judge", "phase", "position"]),
-            # The page's two tables (ranked rows, then the others): their counts and pages.
             models.Index(
-                fields=["release", "judge", "phase", "is_complete", "position"],
-                name="audit_board_complete_pos",
+                fields=[
+                    "release",
+                    "judge",
+                    "phase",
+                    "sort_group",
+                    "sort_repos",
+                    "sort_a",
+                    "sort_b",
+                    "sort_name",
+                    "id",
+                ],
+                name="audit_board_order",
+            ),
+            models.Index(fields=["release", "judge", "phase", "span_low"], name="audit_board_low"),
+            models.Index(
+                fields=["release", "judge", "phase", "span_high"], name="audit_board_high"
             ),
         ]
 
     def __str__(self) -> str:
         return f"{self.release} / {self.judge}: {self.scanner}"
+
+
+# A missing number sorts after every number (as ``scoring.audit.board`` orders it).
+MISSING_LAST = 1e300
+
+
+def name_key(name: str) -> str:
+    """A name as a sort column that orders by code point under any database collation (the
+    hex of its UTF-8 bytes), as the board's in-memory ranking orders names."""
+    return name.encode().hex()
+
+
+def audit_board_sort_fields(
+    *,
+    scanner_name: str,
+    is_complete: bool,
+    repos_evaluated: int,
+    f1_with_partial: float | None,
+    f1: float | None,
+    ci_low: float | None,
+    ci_high: float | None,
+) -> dict[str, Any]:
+    """The order and span columns of an audit board row (``scoring.audit.board.order_board``'s
+    order: complete rows by F1+, F1, name; then the others by repos, F1+, F1, name)."""
+
+    def number(value: float | None) -> float:
+        return -round(value, RANK_DIGITS) if value is not None else MISSING_LAST
+
+    fields: dict[str, Any] = {
+        "sort_group": 0 if is_complete else 1,
+        "sort_repos": 0 if is_complete else -int(repos_evaluated),
+        "sort_a": number(f1_with_partial),
+        "sort_b": number(f1),
+        "sort_name": name_key(scanner_name),
+        "exact": False,
+        "span_low": None,
+        "span_high": None,
+    }
+    if is_complete:
+        value = f1_with_partial or 0.0
+        has_ci = ci_low is not None and ci_high is not None
+        low = ci_low if has_ci else value
+        high = ci_high if has_ci else value
+        fields["span_low"], fields["span_high"] = min(low, value), max(high, value)  # type: ignore[type-var]
+    return fields

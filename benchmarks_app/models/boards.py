@@ -8,9 +8,12 @@ rebuilt from them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
+from benchmarks_app.models.audit import name_key
 from benchmarks_app.models.checklist import Challenge, ChecklistScore, ChecklistSubmission, Team
 from benchmarks_app.models.phases import Phase
 from benchmarks_app.models.probes import ProbeRunReport, ProbeSuite, ResponseSubmission
@@ -18,10 +21,14 @@ from benchmarks_app.models.runs import EvaluationRun
 
 
 class BoardRowFields(models.Model):
-    position = models.PositiveIntegerField(default=0, help_text="Order on the board, from 1.")
-    rank = models.PositiveIntegerField(null=True, blank=True)
-    rank_low = models.PositiveIntegerField(null=True, blank=True)
-    rank_high = models.PositiveIntegerField(null=True, blank=True)
+    # The board's order, ascending is better (``selectors.board_marks``): places and ranks
+    # are counted from it when read, not stored.
+    sort_a = models.FloatField(default=0.0)
+    sort_b = models.FloatField(default=0.0)
+    # The span the rank range is computed from (null: not ranked, or an exact value).
+    span_low = models.FloatField(null=True, blank=True)
+    span_high = models.FloatField(null=True, blank=True)
+    exact = models.BooleanField(default=False)
     tied = models.BooleanField(default=False)
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
@@ -64,9 +71,21 @@ class ProbeBoardRow(BoardRowFields):
     agreement_kappa = models.FloatField(null=True, blank=True)
     evaluated = models.PositiveIntegerField(null=True, blank=True)
     scored_at = models.DateTimeField()
+    # Models without a resilience index come last; then by resilience, pass rate, name.
+    sort_group = models.PositiveSmallIntegerField(default=0)
+    sort_name = models.CharField(max_length=400, blank=True, default="")
 
     class Meta:
-        ordering = ["suite", "suite_version", "phase", "position"]
+        ordering = [
+            "suite",
+            "suite_version",
+            "phase",
+            "sort_group",
+            "sort_a",
+            "sort_b",
+            "sort_name",
+            "id",
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["suite", "suite_version", "model_name"],
@@ -80,7 +99,25 @@ class ProbeBoardRow(BoardRowFields):
             ),
         ]
         indexes = [
-            models.Index(fields=["suite", "suite_version", "phase", "position"]),
+            models.Index(
+                fields=[
+                    "suite",
+                    "suite_version",
+                    "phase",
+                    "sort_group",
+                    "sort_a",
+                    "sort_b",
+                    "sort_name",
+                    "id",
+                ],
+                name="probe_board_order",
+            ),
+            models.Index(
+                fields=["suite", "suite_version", "phase", "span_low"], name="probe_board_low"
+            ),
+            models.Index(
+                fields=["suite", "suite_version", "phase", "span_high"], name="probe_board_high"
+            ),
             models.Index(fields=["suite", "suite_version", "phase", "pass_rate"]),
             models.Index(fields=["suite", "suite_version", "phase", "model_name"]),
         ]
@@ -109,9 +146,11 @@ class ChecklistBoardRow(BoardRowFields):
     r = models.FloatField()
     s = models.FloatField()
     submitted_at = models.DateTimeField()
+    # The submission's time in microseconds: S, C_G, the earlier submission, its id.
+    sort_time = models.BigIntegerField(default=0)
 
     class Meta:
-        ordering = ["challenge", "phase", "position"]
+        ordering = ["challenge", "phase", "sort_a", "sort_b", "sort_time", "submission", "id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["challenge", "team"],
@@ -125,7 +164,13 @@ class ChecklistBoardRow(BoardRowFields):
             ),
         ]
         indexes = [
-            models.Index(fields=["challenge", "phase", "position"]),
+            models.Index(
+                fields=["challenge", "phase", "sort_a", "sort_b", "sort_time", "submission", "id"],
+                name="checklist_board_order",
+            ),
+            models.Index(fields=["challenge", "phase", "span_low"], name="checklist_board_low"),
+            models.Index(fields=["challenge", "phase", "span_high"], name="checklist_board_high"),
+            models.Index(fields=["challenge", "phase", "exact", "s"], name="checklist_board_exact"),
             models.Index(fields=["challenge", "phase", "c_g"]),
             models.Index(fields=["challenge", "phase", "s"]),
             models.Index(fields=["challenge", "phase", "submitted_at"]),
@@ -149,3 +194,56 @@ class PairedRefresh(models.Model):
 
     def __str__(self) -> str:
         return self.board
+
+
+def _span(value: float, low: float | None, high: float | None) -> tuple[float, float]:
+    # A missing bound is the value; the interval widened to contain it (``board_ranks``).
+    low = value if low is None else low
+    high = value if high is None else high
+    return min(low, value), max(high, value)
+
+
+def probe_board_sort_fields(
+    *,
+    model_name: str,
+    resilience_index: float | None,
+    pass_rate: float | None,
+    ci_low: float | None,
+    ci_high: float | None,
+) -> dict[str, Any]:
+    """The order and span columns of a probe board row."""
+    fields: dict[str, Any] = {
+        "sort_group": 1 if resilience_index is None else 0,
+        "sort_a": -(resilience_index or 0.0),
+        "sort_b": -(pass_rate or 0.0),
+        "sort_name": name_key(model_name),
+        "exact": False,
+        "span_low": None,
+        "span_high": None,
+    }
+    if resilience_index is not None:
+        fields["span_low"], fields["span_high"] = _span(resilience_index, ci_low, ci_high)
+    return fields
+
+
+def checklist_board_sort_fields(
+    *,
+    s: float,
+    c_g: float,
+    submitted_micros: int,
+    genuine_only: bool,
+    ci_low: float | None,
+    ci_high: float | None,
+) -> dict[str, Any]:
+    """The order and span columns of a checklist board row. S of an entry of the genuine
+    paper alone is 0 by definition: exact, with no span."""
+    exact = genuine_only and s == 0
+    low, high = (None, None) if exact else _span(s, ci_low, ci_high)
+    return {
+        "sort_a": -s,
+        "sort_b": -c_g,
+        "sort_time": submitted_micros,
+        "exact": exact,
+        "span_low": low,
+        "span_high": high,
+    }

@@ -36,6 +36,7 @@ from benchmarks_app.selectors.audit_boards import (
     board_judge_key,
     resolve_board,
 )
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, attach_marks
 from benchmarks_app.selectors.phases import phase_limits
 from benchmarks_app.selectors.visibility import (
     is_staff,
@@ -202,6 +203,7 @@ def audit_report(
     report["judge"] = board.judge
     report["scan_versions"] = _scan_versions(rows)
     if row is not None:
+        attach_marks(AUDIT_SHAPE, [row])
         report["board"] = {
             "rank": row.rank,
             "rank_low": row.rank_low,

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F, Max, Q, QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet
 from django.db.models.functions import Lower
 
 from benchmarks_app.formatting import whole_number
 from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Repo
 from benchmarks_app.models.audit import AuditBoardRow, AuditDataset, DatasetRelease
-from benchmarks_app.selectors.board_ordering import JsonNumber
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, attach_marks, own_order
+from benchmarks_app.selectors.board_ordering import JsonNumber, Ordered, Reversed
 from benchmarks_app.selectors.paired import paired_fields
 from benchmarks_app.selectors.phases import phase_board_visible
 from scoring.audit.judges import parse_judge_spec
@@ -384,8 +385,8 @@ def board_is_restricted(board: Board | None, user: Any = None) -> bool:
 def board_rows(board: Board, *, user: Any = None, everyone: bool = False) -> list[dict[str, Any]]:
     """Every row of the board ``user`` may see, in its order: ranked rows, then incomplete
     ones (one query)."""
-    rows = board_row_queryset(board, user=user, everyone=everyone).order_by("position")
-    return [_row(r) for r in rows]
+    rows = board_row_queryset(board, user=user, everyone=everyone).order_by(*own_order(AUDIT_SHAPE))
+    return [_row(r) for r in attach_marks(AUDIT_SHAPE, list(rows))]
 
 
 def public_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -427,7 +428,7 @@ def audit_boards() -> list[dict[str, Any]]:
         AuditBoardRow.objects.filter(phase__isnull=True)
         .values("release_id", "judge")
         .order_by()
-        .annotate(rows=Max("position"))
+        .annotate(rows=Count("pk"))
     )
     releases = DatasetRelease.objects.select_related("dataset").in_bulk(
         {c["release_id"] for c in counted}
@@ -455,9 +456,9 @@ def audit_boards() -> list[dict[str, Any]]:
 # Ordering name (the API's ``?ordering=``, the page's ``?sort=``) → the stored row's column.
 AUDIT_ORDERING_COLUMNS: dict[str, Any] = {
     "scanner": Lower("scanner__name"),
-    "rank": F("rank"),
-    "rank_low": F("rank_low"),
-    "rank_high": F("rank_high"),
+    "rank": Ordered(AUDIT_SHAPE.order[:-1], fixed=1),
+    "rank_low": Reversed("span_high"),
+    "rank_high": Reversed("span_low"),
     "complete": F("is_complete"),
     "repos_evaluated": F("repos_evaluated"),
     "repos_total": F("repos_total"),

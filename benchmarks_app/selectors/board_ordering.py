@@ -1,13 +1,16 @@
 """The ``ORDER BY`` of a board's stored rows, shared by the API and the site's board pages.
 
 A board orders by a column the caller asks for (a field path or an expression), with the
-rows that have no value last in both directions, then by the board's own order
-(``position``) and the primary key, so that pages never overlap or skip a row.
+rows that have no value last in both directions, then by the board's own order (its order
+columns, :mod:`benchmarks_app.selectors.board_marks`) and the primary key, so that pages
+never overlap or skip a row. Places and ranks are not stored: ordering by rank is the
+board's own order, by best rank the span's top descending, by worst rank its bottom.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Expression, F, FloatField, Func, OrderBy, QuerySet
@@ -15,23 +18,53 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.db.models.sql.where import WhereNode
 
-Column = str | Expression
+
+@dataclass(frozen=True)
+class Reversed:
+    """A column whose ascending order is the column's descending one (best rank ascending is
+    the top of the span descending)."""
+
+    column: str
 
 
-def column_order(column: Column, *, descending: bool) -> OrderBy:
+@dataclass(frozen=True)
+class Ordered:
+    """Several columns in a row, as one ordering: the board's own order for ``rank``.
+    ``fixed`` leading columns keep their direction when the order is reversed (the group of
+    rows without a rank stays last)."""
+
+    columns: tuple[str, ...]
+    fixed: int = 0
+
+
+Column = str | Expression | Reversed | Ordered
+
+
+def column_orders(column: Column, *, descending: bool) -> list[OrderBy]:
     """``column`` ascending or descending, missing values last either way."""
+    if isinstance(column, Reversed):
+        return column_orders(column.column, descending=not descending)
+    if isinstance(column, Ordered):
+        return [
+            *(F(c).asc() for c in column.columns[: column.fixed]),
+            *(F(c).desc() if descending else F(c).asc() for c in column.columns[column.fixed :]),
+        ]
     expression = F(column) if isinstance(column, str) else column
-    return expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+    return [expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)]
 
 
 def board_order_by(
     terms: Iterable[tuple[str, bool]],
     columns: Mapping[str, Column],
-    default: Sequence[Any] = ("position",),
+    default: Sequence[Any],
 ) -> list[Any]:
     """The ``ORDER BY`` of (name, descending) ``terms`` naming ``columns``, then ``default``
     (the board's own order) and ``pk``."""
-    ordered = [column_order(columns[name], descending=descending) for name, descending in terms]
+    ordered = [
+        term
+        for name, descending in terms
+        for term in column_orders(columns[name], descending=descending)
+    ]
     return [*ordered, *default, "pk"]
 
 

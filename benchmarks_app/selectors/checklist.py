@@ -26,6 +26,7 @@ from benchmarks_app.models import (
     Phase,
     Team,
 )
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, attach_marks
 from benchmarks_app.selectors.checklist_boards import board_row_dict, checklist_board
 from benchmarks_app.selectors.phases import PhaseClosed, phase_open_for
 from benchmarks_app.selectors.visibility import (
@@ -264,7 +265,8 @@ def checklist_leaderboard(
     """
     challenge = default_challenge(challenge_slug)
     board = checklist_board(challenge=challenge, phase=phase, user=user)
-    return [board_row_dict(row, board=board) for row in board.rows()]
+    rows = attach_marks(CHECKLIST_SHAPE, list(board.rows()))
+    return [board_row_dict(row, board=board) for row in rows]
 
 
 def team_submissions(*, user: Any, team: Team) -> list[ChecklistSubmission]:

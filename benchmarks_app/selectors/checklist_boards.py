@@ -18,6 +18,8 @@ from django.utils import timezone
 from benchmarks_app.models import Challenge, Membership
 from benchmarks_app.models.boards import ChecklistBoardRow
 from benchmarks_app.models.phases import Phase
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, own_order
+from benchmarks_app.selectors.board_ordering import Ordered
 from benchmarks_app.selectors.phases import phase_board_public, phase_board_visible
 
 # ``?phase=none``: the board of entries made before the challenge had phases.
@@ -25,7 +27,7 @@ PHASELESS = "none"
 
 # The API's ``ordering`` fields and the columns they sort (ties: the board's own order).
 ORDERING_COLUMNS: dict[str, Any] = {
-    "rank": "position",
+    "rank": Ordered(CHECKLIST_SHAPE.order[:-1]),
     "team": "team_sort",
     "s": "s",
     "c_g": "c_g",
@@ -74,7 +76,7 @@ class ChecklistBoard:
             if self.own_team_id is None:
                 return ChecklistBoardRow.objects.none()
             qs = qs.filter(team_id=self.own_team_id)
-        return qs.select_related("team").order_by("position")
+        return qs.select_related("team").order_by(*own_order(CHECKLIST_SHAPE))
 
 
 def challenge_phases(challenge: Challenge) -> list[Phase]:

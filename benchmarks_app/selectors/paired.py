@@ -30,6 +30,12 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.audit import AuditBoardRow, MatchOutcome
 from benchmarks_app.models.checklist import AssessmentStatus, PaperKind, SubmissionKind
+from benchmarks_app.selectors.board_marks import (
+    AUDIT_SHAPE,
+    CHECKLIST_SHAPE,
+    PROBE_SHAPE,
+    own_order,
+)
 from scoring.audit.board import f1_with_partial_of_sums
 from scoring.checklist.questions import QUESTION_NUMBERS
 from scoring.checklist.scores import PaperAssessment, s_from_sums, s_units
@@ -85,6 +91,9 @@ SPECS = {
 }
 
 
+SHAPES = {"audit": AUDIT_SHAPE, "probes": PROBE_SHAPE, "checklist": CHECKLIST_SHAPE}
+
+
 def board_queryset(key: BoardKey) -> QuerySet[Any]:
     """Every stored row of the board ``key`` names (unordered)."""
     model = SPECS[key.kind].model
@@ -121,11 +130,12 @@ def ranked_rows(key: BoardKey) -> list[RankedRow]:
     rows = (
         board_queryset(key)
         .filter(spec.ranked)
-        .order_by("position")
-        .values_list("pk", "position", spec.value, "ci_low", "ci_high", *extra)
+        .order_by(*own_order(SHAPES[key.kind]))
+        .values_list("pk", spec.value, "ci_low", "ci_high", *extra)
     )
     out = []
-    for pk, position, value, low, high, *rest in rows:
+    # Ranked rows come first in the board's order: their places are 1, 2, ...
+    for position, (pk, value, low, high, *rest) in enumerate(rows, start=1):
         exact = bool(rest) and rest[0] == SubmissionKind.GENUINE_ONLY and value == 0
         out.append(RankedRow(pk, position, float(value or 0.0), low, high, exact))
     return out

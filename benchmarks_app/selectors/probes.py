@@ -22,6 +22,8 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks, own_order
+from benchmarks_app.selectors.board_ordering import Ordered, Reversed
 from benchmarks_app.selectors.phases import phase_board_visible
 from benchmarks_app.selectors.visibility import is_staff, visible_probe_submissions
 from scoring.probes.metrics import RANKING_METRIC
@@ -68,9 +70,6 @@ ROW_COLUMNS = {
     "model_name": "model",
     "submission_id": "submission_id",
     "run_id": "run_id",
-    "rank": "rank",
-    "rank_low": "rank_low",
-    "rank_high": "rank_high",
     "tied": "tied",
     "ci_low": "ci_low",
     "ci_high": "ci_high",
@@ -105,9 +104,12 @@ def board_placed(phase: Phase | None, user: Any) -> bool:
 
 
 def board_row(values: dict[str, Any], *, placed: bool = True) -> dict[str, Any]:
-    """A stored row (``ProbeBoardRow.values(*ROW_COLUMNS)``) as the board's row dict;
+    """A stored row (``ProbeBoardRow.values(*ROW_COLUMNS)``, its marks attached by
+    :func:`~benchmarks_app.selectors.board_marks.attach_marks`) as the board's row dict;
     without its place (rank, rank range, tie) where not ``placed`` (:func:`board_placed`)."""
     row = {key: values[column] for column, key in ROW_COLUMNS.items()}
+    # A model without a resilience index has a place (last), not a rank range.
+    row.update(rank=values["position"], rank_low=values["rank_low"], rank_high=values["rank_high"])
     if not placed:
         row.update(rank=None, rank_low=None, rank_high=None, tied=False)
         row.update(paired_rank_low=None, paired_rank_high=None, paired_tied=None)
@@ -188,12 +190,12 @@ def probe_board_rows(
 
 def probe_board_order(rows: QuerySet[ProbeBoardRow]) -> list[Any]:
     """The ``ORDER BY`` of ``rows``' boards: suite by suite, the newest version of a suite
-    first, then each board's own order (``position``). One small grouped query."""
+    first, then each board's own order. One small grouped query."""
     # The boards first (an index scan), their newest reports only when there are several:
     # one grouped MAX over every row cost a second at 100,000 rows.
     keys = list(rows.order_by().values_list("suite_id", "suite_version").distinct()[:2])
     if len(keys) <= 1:
-        return ["position"]
+        return own_order(PROBE_SHAPE)
     boards = sorted(
         rows.order_by()
         .values("suite_id", "suite__name", "suite_version")
@@ -208,7 +210,7 @@ def probe_board_order(rows: QuerySet[ProbeBoardRow]) -> list[Any]:
         default=Value(len(boards)),
         output_field=IntegerField(),
     )
-    return [board_order.asc(), "position"]
+    return [board_order.asc(), *own_order(PROBE_SHAPE)]
 
 
 def probe_leaderboard(
@@ -237,11 +239,10 @@ def probe_leaderboard(
     # Every row is read anyway: the boards are put in order here (one query), not with the
     # grouped query that paging in the database needs (``probe_board_order``).
     placed = board_placed(phase, user)
+    ordered = rows.order_by("suite__name", "suite_version", *own_order(PROBE_SHAPE))
     stored = [
         board_row(values, placed=placed)
-        for values in rows.order_by("suite__name", "suite_version", "position", "pk").values(
-            *ROW_COLUMNS
-        )
+        for values in attach_marks(PROBE_SHAPE, list(ordered.values(*ROW_COLUMNS)))
     ]
     newest: dict[tuple[str, str], Any] = {}
     for row in stored:
@@ -307,6 +308,8 @@ def probe_board_position(*, report: ProbeRunReport, user: Any = None) -> dict[st
         )
         row = board.filter(run_id=report.run_id).values(*ROW_COLUMNS).first()
         if row is not None:
+            attach_marks(PROBE_SHAPE, [row])
+            row["rank"] = row["position"]
             position = {
                 "suite_version": row["suite_version"],
                 "phase": row["phase__slug"],
@@ -388,10 +391,10 @@ def probe_submission(*, submission_id: int, user: Any = None) -> ResponseSubmiss
 
 # Ordering name (the API's ``?ordering=``, the page's ``?sort=``) → stored column of
 # ProbeBoardRow.
-PROBE_ORDERING_COLUMNS = {
-    "rank": "position",
-    "rank_low": "rank_low",
-    "rank_high": "rank_high",
+PROBE_ORDERING_COLUMNS: dict[str, Any] = {
+    "rank": Ordered(PROBE_SHAPE.order[:-1]),
+    "rank_low": Reversed("span_high"),
+    "rank_high": Reversed("span_low"),
     "suite": "suite__name",
     "suite_version": "suite_version",
     "model": "model_name",

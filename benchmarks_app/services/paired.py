@@ -26,7 +26,9 @@ from django.db.models import Count, Max, Q, QuerySet
 
 from benchmarks_app.models import Benchmark, EvaluationRun, PairedRefresh
 from benchmarks_app.selectors.audit_boards import board_judge_key
+from benchmarks_app.selectors.board_marks import own_order
 from benchmarks_app.selectors.paired import (
+    SHAPES,
     SPECS,
     BoardKey,
     board_items,
@@ -113,7 +115,7 @@ def _spans(rows: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 
 def _fingerprint(board: BoardKey) -> dict[str, Any]:
     """What changes whenever a board's rows do: their number and latest write (a run's end
-    writes ``computed_at`` on every row whose marks move; paired marks do not touch it)."""
+    saves its entrant's row, which writes ``computed_at``; paired marks do not touch it)."""
     return board_queryset(board).aggregate(rows=Count("pk"), latest=Max("computed_at"))
 
 
@@ -156,10 +158,7 @@ def board_paired_refresh(
         window=window,
     )
     model = spec.model
-    after = rows[len(head) - 1].position if head else 0
-    beyond = Q(position__gt=after)
-    if spec.ranked.children:  # (~Q() would match every row)
-        beyond |= ~spec.ranked
+    beyond = ~Q(pk__in=[row.pk for row in head])
     with transaction.atomic():
         if _fingerprint(board) != seen:
             paired_refresh_request(board=board)
@@ -223,8 +222,16 @@ def paired_sweep() -> int:
     asked = 0
     for kind, spec in SPECS.items():
         rows = spec.model.objects.filter(  # type: ignore[attr-defined]
-            spec.ranked, paired_rank_low__isnull=True, position__lte=PAIRED_MAX_ROWS
+            spec.ranked, paired_rank_low__isnull=True
         )
         for key in sorted(_board_keys(kind, rows), key=str):
-            asked += paired_refresh_request(board=key)
+            # Rows beyond the first PAIRED_MAX_ROWS never get paired marks.
+            head = (
+                board_queryset(key)
+                .filter(spec.ranked)
+                .order_by(*own_order(SHAPES[kind]))
+                .values_list("paired_rank_low", flat=True)[:PAIRED_MAX_ROWS]
+            )
+            if None in head:
+                asked += paired_refresh_request(board=key)
     return asked

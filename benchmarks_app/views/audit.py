@@ -41,6 +41,7 @@ from benchmarks_app.selectors.audit_boards import (
     resolve_board,
 )
 from benchmarks_app.selectors.audit_progress import board_runs_in_progress
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE
 from benchmarks_app.selectors.board_ordering import JsonNumber
 from benchmarks_app.selectors.judge_agreement import audit_board_agreement
 from benchmarks_app.selectors.judge_records import judge_record_choices
@@ -224,12 +225,12 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
 
     table = BoardTable(
         request,
-        # IN, not the bare boolean Django writes for =True: SQLite then pages the rows by
-        # the (board, is_complete, position) index alone (at 100,000 rows: 0.3 ms, not 360).
-        rows.filter(is_complete__in=[True]) if rows is not None else None,
+        # Ranked rows (complete on every repo): the first group of the board's order index.
+        rows.filter(sort_group=0) if rows is not None else None,
         BOARD_COLUMNS,
         ordering=BOARD_ORDERING,
         row=row,
+        shape=AUDIT_SHAPE,
         filename="audit-leaderboard",
         empty_message="No scanner has been evaluated on every repo of this release yet. "
         "Submit a scanner's results for the whole dataset with the form, or import them "
@@ -239,10 +240,11 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         return download
     others = BoardTable(
         request,
-        rows.filter(is_complete__in=[False]) if rows is not None else None,
+        rows.filter(sort_group=1) if rows is not None else None,
         INCOMPLETE_COLUMNS,
         ordering=BOARD_ORDERING,
         row=row,
+        shape=AUDIT_SHAPE,
         filename="audit-incomplete",
         prefix="incomplete",
         rank=False,

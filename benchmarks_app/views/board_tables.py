@@ -28,6 +28,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 
 from benchmarks_app.formatting import whole_number
+from benchmarks_app.selectors.board_marks import (
+    BoardShape,
+    attach_marks,
+    own_order,
+    with_all_marks,
+)
 from benchmarks_app.selectors.board_ordering import Column as OrderColumn
 from benchmarks_app.selectors.board_ordering import board_order_by, page_slice
 from benchmarks_app.views.tables import Column, SortableTable, csv_value, resolve
@@ -66,7 +72,9 @@ class BoardTable(SortableTable):
     ``queryset``: the rows the user may see (``None``: the table is not available).
     ``ordering``: sortable column key → stored column (field path or expression); a column
     without an entry is not sortable. ``row``: a stored row (model or values dict) → the dict
-    the columns read. ``board_order``: the board's own order, which breaks ties.
+    the columns read. ``shape``: the board's model and order (its rows' places and ranks are
+    counted for the rows shown, :mod:`benchmarks_app.selectors.board_marks`); ``board_order``:
+    the board's own order, which breaks ties (default: the shape's).
     ``limit``: show (and download) only the first rows, without pages (top-N tables).
     """
 
@@ -78,7 +86,8 @@ class BoardTable(SortableTable):
         *,
         ordering: Mapping[str, OrderColumn],
         row: Callable[[Any], Any],
-        board_order: Sequence[Any] = ("position",),
+        shape: BoardShape,
+        board_order: Sequence[Any] | None = None,
         default_sort: str = "",
         filename: str = "leaderboard",
         prefix: str = "",
@@ -106,6 +115,9 @@ class BoardTable(SortableTable):
         self.rank_key = rank_key
         self.limit = limit
         self.to_row = row
+        self.shape = shape
+        if board_order is None:
+            board_order = own_order(shape)
         by_key = {c.key: c for c in self.columns if c.sortable}
         self._read_sort(by_key, default_sort)
         terms = [(self.sort_key, self.descending)] if self.sort_key else []
@@ -147,7 +159,7 @@ class BoardTable(SortableTable):
 
     def _rows(self, stored: Any, *, offset: int) -> list[Any]:
         rows = []
-        for index, obj in enumerate(stored, start=offset + 1):
+        for index, obj in enumerate(attach_marks(self.shape, list(stored)), start=offset + 1):
             source = self.to_row(obj)
             rows.append(self._row(self._rank(source, index), source))
         return rows
@@ -158,7 +170,8 @@ class BoardTable(SortableTable):
         if self.queryset is None:
             return
         stored = self.queryset if self.limit is None else self.queryset[: self.limit]
-        for index, obj in enumerate(stored.iterator(chunk_size=CHUNK_SIZE), start=1):
+        marked = with_all_marks(self.shape, stored.iterator(chunk_size=CHUNK_SIZE))
+        for index, obj in enumerate(marked, start=1):
             source = self.to_row(obj)
             yield self._record(self._row(self._rank(source, index), source))
 

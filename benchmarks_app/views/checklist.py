@@ -21,6 +21,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Challenge, PaperKind, SubmissionStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, attach_marks
 from benchmarks_app.selectors.checklist import (
     QUOTA_RULE,
     checklist_quota,
@@ -237,6 +238,7 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         ),
         ordering=BOARD_ORDERING,
         row=lambda stored: board_row_dict(stored, board=board),
+        shape=CHECKLIST_SHAPE,
         filename=f"checklist-{challenge.slug}{phase_part}-leaderboard"
         if challenge
         else "checklist-leaderboard",
@@ -249,6 +251,8 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         return download
     # The team's own entry, wherever it is on the board (one query, not the whole board).
     mine = rows.filter(team=my_team).first() if my_team is not None else None
+    if mine is not None:
+        attach_marks(CHECKLIST_SHAPE, [mine])
     my_row = board_row_dict(mine, board=board) if mine is not None else None
     tabs = [
         {"slug": p.slug, "name": p.name, "dates": phase_dates(p), "hidden": not p.is_revealed}

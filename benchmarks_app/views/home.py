@@ -14,6 +14,12 @@ from django.urls import NoReverseMatch, reverse
 
 from benchmarks_app.models import Benchmark
 from benchmarks_app.selectors.audit_boards import board_row, board_row_queryset, resolve_board
+from benchmarks_app.selectors.board_marks import (
+    AUDIT_SHAPE,
+    CHECKLIST_SHAPE,
+    PROBE_SHAPE,
+    BoardShape,
+)
 from benchmarks_app.selectors.checklist import default_challenge
 from benchmarks_app.selectors.checklist_boards import board_row_dict, checklist_board
 from benchmarks_app.selectors.leaderboards import benchmark_summaries
@@ -100,7 +106,8 @@ class BoardRows:
     queryset: QuerySet[Any] | None
     ordering: Mapping[str, Any]
     row: Callable[[Any], Any]
-    order: Sequence[Any] = ("position",)
+    shape: BoardShape
+    order: Sequence[Any] | None = None
 
 
 def _audit_rows(request: HttpRequest) -> BoardRows:
@@ -108,10 +115,9 @@ def _audit_rows(request: HttpRequest) -> BoardRows:
     # scores are public, so there is nothing to hide from the viewer.
     board = resolve_board()
     if board is None:
-        return BoardRows(None, audit.BOARD_ORDERING, board_row)
-    # IN: see views.audit.leaderboard (the board's is_complete index is used).
-    rows = board_row_queryset(board).filter(is_complete__in=[True])
-    return BoardRows(rows, audit.BOARD_ORDERING, board_row)
+        return BoardRows(None, audit.BOARD_ORDERING, board_row, AUDIT_SHAPE)
+    rows = board_row_queryset(board).filter(sort_group=0)
+    return BoardRows(rows, audit.BOARD_ORDERING, board_row, AUDIT_SHAPE)
 
 
 def _probe_rows(request: HttpRequest) -> BoardRows:
@@ -121,6 +127,7 @@ def _probe_rows(request: HttpRequest) -> BoardRows:
         rows.values(*ROW_COLUMNS),
         probes.BOARD_ORDERING,
         probe_board_row,
+        PROBE_SHAPE,
         order=probe_board_order(rows),
     )
 
@@ -132,6 +139,7 @@ def _checklist_rows(request: HttpRequest) -> BoardRows:
         board.rows(),
         checklist.BOARD_ORDERING,
         lambda stored: board_row_dict(stored, board=board),
+        CHECKLIST_SHAPE,
     )
 
 
@@ -151,6 +159,7 @@ def _board(request: HttpRequest, summary: Any) -> Board:
         HOME_COLUMNS[summary.slug],
         ordering=rows.ordering,
         row=rows.row,
+        shape=rows.shape,
         board_order=rows.order,
         prefix=summary.slug,
         limit=TOP_N,

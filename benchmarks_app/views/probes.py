@@ -24,6 +24,7 @@ from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Benchmark, Phase, ProbeSuite
 from benchmarks_app.models.boards import ProbeBoardRow
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE
 from benchmarks_app.selectors.judge_agreement import probe_board_agreement
 from benchmarks_app.selectors.leaderboards import own_submissions
 from benchmarks_app.selectors.phases import phase_dates
@@ -249,6 +250,7 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
                 LEADERBOARD_COLUMNS,
                 ordering=BOARD_ORDERING,
                 row=board_row,
+                shape=PROBE_SHAPE,
                 # Each board sorts, pages and downloads on its own: ?<board>-sort=, -page=.
                 prefix=slug,
                 filename=f"probes-{slug}-leaderboard",

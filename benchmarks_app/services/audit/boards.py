@@ -25,41 +25,22 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-from django.db import connection, transaction
-from django.db.models import (
-    Case,
-    F,
-    FloatField,
-    Q,
-    QuerySet,
-    Value,
-    When,
-)
-from django.db.models.functions import Coalesce, Greatest, Least
+from django.db import transaction
 
 from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Scanner
-from benchmarks_app.models.audit import AuditBoardRow, DatasetRelease
+from benchmarks_app.models.audit import AuditBoardRow, DatasetRelease, audit_board_sort_fields
 from benchmarks_app.selectors.audit_boards import (
     board_chosen_runs,
     board_judge_key,
     board_repo_results,
     release_repo_ids,
 )
-from benchmarks_app.services.board_marks import (
-    MarkPlan,
-    marks_write,
-    stored_marks,
-)
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, key_of, ties_all, ties_update
 from scoring.audit.board import (
     BOARD_LEVEL,
     BOARD_RESAMPLES,
     BOARD_SEED,
-    BoardEntry,
-    board_spans,
     f1_with_partial_interval,
-    order_board,
-    rank_board,
 )
 from scoring.audit.metrics import overall
 
@@ -154,6 +135,18 @@ def _row_fields(
     }
 
 
+def _sort_fields(fields: dict[str, Any], scanner_name: str) -> dict[str, Any]:
+    return audit_board_sort_fields(
+        scanner_name=scanner_name,
+        is_complete=fields["is_complete"],
+        repos_evaluated=fields["repos_evaluated"],
+        f1_with_partial=fields["f1_with_partial"],
+        f1=fields["f1"],
+        ci_low=fields["ci_low"],
+        ci_high=fields["ci_high"],
+    )
+
+
 @transaction.atomic
 def audit_board_refresh(
     *, release: DatasetRelease, judge: str, phase: Phase | None = None
@@ -169,64 +162,43 @@ def audit_board_refresh(
     previous = {row.scanner_id: row for row in board}
     methods = _methods(by_scanner, board_chosen_runs(release=release, judge=judge, phase=phase))
     names = dict(Scanner.objects.filter(pk__in=by_scanner).values_list("pk", "name"))
-    fields: dict[int, dict[str, Any]] = {}
-    entries = []
-    for scanner_id, rows in by_scanner.items():
-        fields[scanner_id] = _row_fields(
-            rows,
+    rows = []
+    for scanner_id, results in by_scanner.items():
+        fields = _row_fields(
+            results,
             repos_total=repos_total,
             previous=previous.get(scanner_id),
             method=methods.get(scanner_id, {}),
         )
-        row = fields[scanner_id]
-        low, high = row["ci_low"], row["ci_high"]
-        entries.append(
-            BoardEntry(
-                scanner=names[scanner_id],
-                complete=row["is_complete"],
-                repos_evaluated=len(rows),
-                f1_with_partial=row["f1_with_partial"],
-                f1=row["f1"],
-                ci=(low, high) if low is not None and high is not None else None,
-            )
-        )
-    ids = {name: pk for pk, name in names.items()}
-    board.delete()
-    created = AuditBoardRow.objects.bulk_create(
-        (
+        rows.append(
             AuditBoardRow(
                 release=release,
                 judge=judge,
                 phase=phase,
-                scanner_id=ids[entry.scanner],
-                position=position,
-                rank=entry.rank,
-                rank_low=entry.rank_low,
-                rank_high=entry.rank_high,
-                tied_with_above=entry.tied_with_above,
-                **fields[ids[entry.scanner]],
+                scanner_id=scanner_id,
+                **fields,
+                **_sort_fields(fields, names[scanner_id]),
             )
-            for position, entry in enumerate(rank_board(entries), start=1)
-        ),
-        batch_size=2_000,
-    )
-    return created
+        )
+    ties_all(AUDIT_SHAPE, rows)
+    board.delete()
+    rows.sort(key=lambda row: key_of(AUDIT_SHAPE, row)[:-1])
+    return AuditBoardRow.objects.bulk_create(rows, batch_size=2_000)
 
 
 @transaction.atomic
 def audit_board_update(
     *, release: DatasetRelease, judge: str, scanner_id: int, phase: Phase | None = None
 ) -> int:
-    """Bring one scanner's row of a board up to date with its results, then re-rank the board
-    (what a run's end changes); the number of rows written.
+    """Bring one scanner's row of a board up to date with its results (what a run's end
+    changes); the number of rows written.
 
     The scanner's row alone is rebuilt from results (its interval only if the results it sums
-    changed); the other rows keep theirs and get new places, ranks, rank ranges and ties from
-    :func:`~scoring.audit.board.order_board` over their stored numbers, exactly as
-    :func:`audit_board_refresh` would give them. Only the rows whose marks change are
-    written, mostly by a few range updates (``position = position + 1`` over the rows a new
-    entry passes). The release row is locked meanwhile, as by the full refresh, so two runs
-    ending at once update the board one after the other; readers never wait for it.
+    changed); the other rows keep theirs. Places, ranks and rank ranges are counted when the
+    board is read (:mod:`benchmarks_app.selectors.board_marks`), so only the ties of the rows
+    next to where the row was and where it is now can change, and are written. The release
+    row is locked meanwhile, as by the full refresh, so two runs ending at once update the
+    board one after the other; readers never wait for it.
     """
     DatasetRelease.objects.select_for_update().filter(pk=release.pk).first()
     board = AuditBoardRow.objects.filter(release=release, judge=judge, phase=phase)
@@ -236,8 +208,9 @@ def audit_board_update(
         # The release's repos changed since the board was written: every row's coverage did.
         return len(audit_board_refresh(release=release, judge=judge, phase=phase))
     rows = board_repo_results(release=release, judge=judge, phase=phase, scanner_id=scanner_id)
-    previous = board.filter(scanner_id=scanner_id).first()
-    entrant: int | None = None
+    previous = board.filter(scanner_id=scanner_id).select_related("scanner").first()
+    where = {"release": release.pk, "judge": judge, "phase": phase.pk if phase else None}
+    old_key = key_of(AUDIT_SHAPE, previous) if previous is not None else None
     if rows:
         method = _methods(
             {scanner_id: rows},
@@ -245,102 +218,19 @@ def audit_board_update(
         ).get(scanner_id, {})
         fields = _row_fields(rows, repos_total=repos_total, previous=previous, method=method)
         if previous is None:
-            # Placed by the re-ranking below.
             previous = AuditBoardRow(
-                release=release, judge=judge, phase=phase, scanner_id=scanner_id, position=0
+                release=release, judge=judge, phase=phase, scanner_id=scanner_id
             )
-        for name, value in fields.items():
-            setattr(previous, name, value)
+        name = Scanner.objects.filter(pk=scanner_id).values_list("name", flat=True).get()
+        for field, value in {**fields, **_sort_fields(fields, name)}.items():
+            setattr(previous, field, value)
         previous.save()
-        entrant = previous.pk
-    elif previous is not None:
+        new_key = key_of(AUDIT_SHAPE, previous)
+        return len({previous.pk} | ties_update(AUDIT_SHAPE, where, [old_key, new_key]))
+    if previous is not None:
         previous.delete()
-    return board_rerank(board, entrant=entrant)
-
-
-# The columns a board is ranked on, read for every row when one row changes (never the
-# metrics document).
-_LIGHT_COLUMNS = (
-    "pk",
-    "scanner__name",
-    "is_complete",
-    "repos_evaluated",
-    "f1_with_partial",
-    "ci_low",
-    "ci_high",
-    "position",
-    "rank",
-    "rank_low",
-    "rank_high",
-    "tied_with_above",
-    "f1",
-)
-_MARKS = ("position", "rank", "rank_low", "rank_high", "tied_with_above")
-
-
-def _light_rows(board: QuerySet[AuditBoardRow]) -> list[tuple[Any, ...]]:
-    query = board.order_by().values_list(*_LIGHT_COLUMNS)
-    # Straight from the cursor: model or values() iteration costs more than the ranking.
-    sql, params = query.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
-def _span_sql() -> tuple[Any, Any]:
-    """The SQL of :func:`scoring.audit.board.board_spans` (low, high) on a stored row."""
-    value = Coalesce(F("f1_with_partial"), Value(0.0), output_field=FloatField())
-    has_ci = Q(ci_low__isnull=False, ci_high__isnull=False)
-    low = Case(When(has_ci, then=Least(F("ci_low"), value)), default=value)
-    high = Case(When(has_ci, then=Greatest(F("ci_high"), value)), default=value)
-    return low, high
-
-
-def board_rerank(board: QuerySet[AuditBoardRow], *, entrant: int | None = None) -> int:
-    """Give the rows of ``board`` the places and marks of a full re-ranking, writing only the
-    rows whose marks change; ``entrant`` (a row id) is the row that changed, written whole.
-    Returns the number of rows written.
-
-    A new or improved entry shifts the places and ranks of the rows it passes and the rank
-    ranges of the rows its interval moves across: each such set is a range of the rows'
-    place or span, so it is written as ``mark = mark + 1`` over that range (a few UPDATE
-    statements, whatever the board's size); what is not a range is written row by row.
-    """
-    rows = _light_rows(board)
-    if not rows:
-        return 0
-    pks, names, complete, repos, f1p, ci_low, ci_high, *_, f1 = zip(*rows, strict=True)
-    done = np.asarray(complete, dtype=np.bool_)
-    marks = order_board(
-        names=names,
-        complete=done.tolist(),
-        repos_evaluated=repos,
-        f1_with_partial=f1p,
-        f1=f1,
-        ci_low=ci_low,
-        ci_high=ci_high,
-    )
-    n = len(rows)
-    new = {
-        "position": np.empty(n, dtype=np.int64),
-        "rank": marks.rank,
-        "rank_low": marks.rank_low,
-        "rank_high": marks.rank_high,
-        "tied_with_above": marks.tied_with_above.astype(np.int64),
-    }
-    new["position"][marks.order] = np.arange(1, n + 1, dtype=np.int64)
-    old = stored_marks(rows, first_column=7, marks=_MARKS)
-    ids = np.asarray(pks, dtype=np.int64)
-    lows, highs = board_spans(f1p, ci_low, ci_high)
-    low_sql, high_sql = _span_sql()
-    complete_sql = Q(is_complete=True)
-    plans = [
-        MarkPlan("position", np.ones(n, dtype=np.bool_), old["position"], F("position")),
-        MarkPlan("rank", done, old["position"], F("position"), complete_sql),
-        MarkPlan("rank_low", done, highs, high_sql, complete_sql),
-        MarkPlan("rank_high", done, lows, low_sql, complete_sql),
-    ]
-    return marks_write(board, ids=ids, old=old, new=new, plans=plans, entrant=entrant)
+        return 1 + len(ties_update(AUDIT_SHAPE, where, [old_key]))
+    return 0
 
 
 def audit_board_refresh_for_run(*, run: EvaluationRun) -> int:

@@ -21,10 +21,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import numpy as np
-from django.db import connection, transaction
-from django.db.models import F, QuerySet
-from django.db.models.functions import Coalesce, Greatest, Least
+from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
 from benchmarks_app.models import (
@@ -36,17 +33,10 @@ from benchmarks_app.models import (
     SubmissionKind,
     Team,
 )
-from benchmarks_app.models.boards import ChecklistBoardRow
+from benchmarks_app.models.boards import ChecklistBoardRow, checklist_board_sort_fields
 from benchmarks_app.models.phases import Phase
-from benchmarks_app.services.board_marks import (
-    MarkPlan,
-    marks_write,
-    ranked_marks,
-    stored_marks,
-)
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, key_of, ties_all, ties_update
 from scoring.checklist.scores import CI_METRIC
-from scoring.stats import board_ranks
-from scoring.stats.bootstrap import widen_spans
 
 _SCORE_FIELDS = (
     "pk",
@@ -128,10 +118,8 @@ def _bounds(entry: dict[str, Any]) -> tuple[float | None, float | None]:
     return (None, None) if _genuine_only(entry) else _ci_bounds(entry["ci"])
 
 
-def _row(
-    challenge: Challenge, phase: Phase | None, e: dict[str, Any], position: int
-) -> ChecklistBoardRow:
-    """A team's row from its entry, at ``position`` (its rank range and tie left unset)."""
+def _row(challenge: Challenge, phase: Phase | None, e: dict[str, Any]) -> ChecklistBoardRow:
+    """A team's row from its entry (its tie left unset)."""
     low, high = _bounds(e)
     return ChecklistBoardRow(
         challenge=challenge,
@@ -148,14 +136,20 @@ def _row(
         r=e["r"],
         s=e["s"],
         submitted_at=e["submission__created_at"],
-        position=position,
-        rank=position,
         ci_low=low,
         ci_high=high,
         is_baseline=e["submission__team__is_baseline"],
         method_name=e["submission__method_name"],
         method_description=e["submission__method_description"],
         method_url=e["submission__method_url"],
+        **checklist_board_sort_fields(
+            s=e["s"],
+            c_g=e["c_g"],
+            submitted_micros=_micros(e["submission__created_at"]),
+            genuine_only=_genuine_only(e),
+            ci_low=low,
+            ci_high=high,
+        ),
     )
 
 
@@ -167,25 +161,11 @@ def checklist_board_refresh(*, challenge: Challenge, phase: Phase | None) -> int
     """
     Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
     entries = board_entries(challenge=challenge, phase=phase)
-    bounds = [_bounds(e) for e in entries]
-    marks = board_ranks(
-        [(e["s"], low, high) for e, (low, high) in zip(entries, bounds, strict=True)],
-        exact=[_genuine_only(e) for e in entries],
-    )
     ChecklistBoardRow.objects.filter(challenge=challenge, phase=phase).delete()
-    rows = []
-    for position, (e, mark) in enumerate(zip(entries, marks, strict=True), start=1):
-        row = _row(challenge, phase, e, position)
-        row.rank_low, row.rank_high, row.tied = mark.rank_low, mark.rank_high, mark.tied
-        rows.append(row)
+    rows = [_row(challenge, phase, e) for e in entries]
+    ties_all(CHECKLIST_SHAPE, rows)
     ChecklistBoardRow.objects.bulk_create(rows, batch_size=500)
     return len(rows)
-
-
-# --- Incremental update after one team's entry changed (issue 25): its row, then the marks.
-
-_LIGHT = ("pk", "s", "c_g", "submitted_at", "submission_id", "kind", "ci_low", "ci_high")
-_MARKS = ("position", "rank", "rank_low", "rank_high", "tied")
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -205,76 +185,32 @@ def _micros(value: datetime | str) -> int:
     return (value - _EPOCH) // _MICROSECOND
 
 
-def _checklist_rerank(board: QuerySet[ChecklistBoardRow], *, entrant: int | None) -> int:
-    """Give the rows of ``board`` the places and marks :func:`checklist_board_refresh` would,
-    writing only the rows whose marks change."""
-    sql, params = board.order_by().values_list(*_LIGHT, *_MARKS).query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    if not rows:
-        return 0
-    n = len(rows)
-    pks, s, c_g, submitted, submission_ids, kinds, ci_low, ci_high = list(zip(*rows, strict=True))[
-        :8
-    ]
-    value = np.asarray(s, dtype=np.float64)
-    # The order of _order_key: S, then C_G (both best first), the earlier submission, its id.
-    order = np.lexsort(
-        (
-            np.asarray(submission_ids, dtype=np.int64),
-            np.asarray([_micros(t) for t in submitted], dtype=np.int64),
-            -np.asarray(c_g, dtype=np.float64),
-            -value,
-        )
-    )
-    exact = (np.asarray(kinds) == SubmissionKind.GENUINE_ONLY) & (value == 0)
-    ranked = order.tolist()
-    marks = board_ranks(
-        [(s[i], ci_low[i], ci_high[i]) for i in ranked], exact=exact[order].tolist()
-    )
-    new = ranked_marks(order, marks)
-    old = stored_marks(rows, first_column=8, marks=_MARKS)
-    # The spans rows are compared by (a missing bound is the value; widened to contain it).
-    # Against an exact row a row's value counts, not its span: such changes are not ranges
-    # of spans and are written row by row.
-    lows = np.asarray([v if lo is None else lo for v, lo in zip(value, ci_low, strict=True)])
-    highs = np.asarray([v if hi is None else hi for v, hi in zip(value, ci_high, strict=True)])
-    lows, highs = widen_spans(value, lows.astype(np.float64), highs.astype(np.float64))
-    point = F("s")
-    everyone = np.ones(n, dtype=np.bool_)
-    plans = [
-        MarkPlan("position", everyone, old["position"], F("position")),
-        MarkPlan("rank", everyone, old["position"], F("position")),
-        MarkPlan("rank_low", everyone, highs, Greatest(Coalesce(F("ci_high"), point), point)),
-        MarkPlan("rank_high", everyone, lows, Least(Coalesce(F("ci_low"), point), point)),
-    ]
-    ids = np.asarray(pks, dtype=np.int64)
-    return marks_write(board, ids=ids, old=old, new=new, plans=plans, entrant=entrant)
-
-
 @transaction.atomic
 def checklist_board_update(*, challenge: Challenge, phase: Phase | None, team_id: int) -> int:
-    """Bring one team's row of a board up to date with its scores, then re-rank the board's
-    stored rows, writing only the rows that move; the number of rows written.
+    """Bring one team's row of a board up to date with its scores, and the ties next to
+    where it was and is now; the number of rows written.
 
-    Gives what :func:`checklist_board_refresh` of that board gives (a property test compares
-    them).
+    Places, ranks and rank ranges are counted when the board is read
+    (:mod:`benchmarks_app.selectors.board_marks`). Gives what :func:`checklist_board_refresh`
+    of that board gives (a property test compares them).
     """
     Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
     entries = board_entries(challenge=challenge, phase=phase, team_id=team_id)
     board = ChecklistBoardRow.objects.filter(challenge=challenge, phase=phase)
     previous = board.filter(team_id=team_id).first()
-    entrant: int | None = None
+    where = {"challenge": challenge.pk, "phase": phase.pk if phase else None}
+    old_key = key_of(CHECKLIST_SHAPE, previous) if previous is not None else None
     if entries:
-        row = _row(challenge, phase, entries[0], previous.position if previous else 0)
-        # Its rank range and tie are written with the others' marks (the entrant, whole).
+        row = _row(challenge, phase, entries[0])
         row.pk = previous.pk if previous is not None else None
         row.save()
-        entrant = row.pk
-    elif previous is not None:
+        return len(
+            {row.pk} | ties_update(CHECKLIST_SHAPE, where, [old_key, key_of(CHECKLIST_SHAPE, row)])
+        )
+    if previous is not None:
         previous.delete()
-    return _checklist_rerank(board, entrant=entrant)
+        return 1 + len(ties_update(CHECKLIST_SHAPE, where, [old_key]))
+    return 0
 
 
 def checklist_board_refresh_for_run(*, run: EvaluationRun) -> int:

@@ -19,11 +19,9 @@ import enum
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
-from django.db import connection, transaction
-from django.db.models import F, Q, QuerySet
+from django.db import transaction
+from django.db.models import Q
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, Greatest, Least
 
 from benchmarks_app.models import (
     EvaluationRun,
@@ -32,16 +30,9 @@ from benchmarks_app.models import (
     ProbeSuite,
     RunStatus,
 )
-from benchmarks_app.models.boards import ProbeBoardRow
-from benchmarks_app.services.board_marks import (
-    MarkPlan,
-    marks_write,
-    ranked_marks,
-    stored_marks,
-)
+from benchmarks_app.models.boards import ProbeBoardRow, probe_board_sort_fields
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, key_of, ties_all, ties_update
 from scoring.probes.metrics import RANKING_METRIC
-from scoring.stats import board_ranks
-from scoring.stats.bootstrap import widen_spans
 
 
 class _Every(enum.Enum):
@@ -117,15 +108,11 @@ def _entries(reports: Iterable[ProbeRunReport]) -> dict[tuple[str, str], ProbeRu
 def _rows(
     suite: ProbeSuite, version: str, phase: Phase | None, reports: list[ProbeRunReport]
 ) -> list[ProbeBoardRow]:
+    """The board rows of ``reports`` (one per model), in the board's order, their ties set."""
     reports = sorted(reports, key=_sort_key)
-    bounds = [_ci_bounds(r.ci) for r in reports]
-    marks = board_ranks(
-        [(r.resilience_index, low, high) for r, (low, high) in zip(reports, bounds, strict=True)]
-    )
     rows = []
-    for position, (report, (low, high), mark) in enumerate(
-        zip(reports, bounds, marks, strict=True), start=1
-    ):
+    for report in reports:
+        low, high = _ci_bounds(report.ci)
         submission = report.submission
         evaluated = report.evaluated  # type: ignore[attr-defined]
         agreement = report.agreement or {}
@@ -139,11 +126,6 @@ def _rows(
                 submission=submission,
                 run_id=report.run_id,
                 report=report,
-                position=position,
-                rank=position,
-                rank_low=mark.rank_low,
-                rank_high=mark.rank_high,
-                tied=mark.tied,
                 ci_low=low,
                 ci_high=high,
                 is_baseline=submission.is_baseline,
@@ -158,8 +140,16 @@ def _rows(
                 agreement_kappa=agreement.get("kappa"),
                 evaluated=int(evaluated) if evaluated not in (None, "") else None,
                 scored_at=report.created_at,
+                **probe_board_sort_fields(
+                    model_name=submission.model_name,
+                    resilience_index=report.resilience_index,
+                    pass_rate=report.pass_rate,
+                    ci_low=low,
+                    ci_high=high,
+                ),
             )
         )
+    ties_all(PROBE_SHAPE, rows)
     return rows
 
 
@@ -201,60 +191,17 @@ def probe_board_refresh(
     return written
 
 
-# --- Incremental update after one run's end (issue 25): the model's row, then the marks.
-
-_LIGHT = ("pk", "resilience_index", "pass_rate", "model_name", "ci_low", "ci_high")
-_MARKS = ("position", "rank", "rank_low", "rank_high", "tied")
-
-
-def _probe_rerank(board: QuerySet[ProbeBoardRow], *, entrant: int | None) -> int:
-    """Give the rows of ``board`` the places and marks :func:`_rows` would, writing only the
-    rows whose marks change (:mod:`benchmarks_app.services.board_marks`)."""
-    sql, params = board.order_by().values_list(*_LIGHT, *_MARKS).query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    if not rows:
-        return 0
-    n = len(rows)
-    pks, values, passes, names, ci_low, ci_high = list(zip(*rows, strict=True))[:6]
-    missing = np.asarray([v is None for v in values], dtype=np.bool_)
-    value = np.asarray([v or 0.0 for v in values], dtype=np.float64)
-    passed = np.asarray([p or 0.0 for p in passes], dtype=np.float64)
-    # The order of _sort_key: resilience (missing last), pass rate, model name.
-    order = np.lexsort((np.asarray(names, dtype=np.str_), -passed, -value, missing))
-    marks = board_ranks([(values[i], ci_low[i], ci_high[i]) for i in order.tolist()])
-    new = ranked_marks(order, marks)
-    old = stored_marks(rows, first_column=6, marks=_MARKS)
-    # The spans board_ranks ranks with: a missing bound is the value; widened to contain it.
-    lows = np.asarray([v if lo is None else lo for v, lo in zip(value, ci_low, strict=True)])
-    highs = np.asarray([v if hi is None else hi for v, hi in zip(value, ci_high, strict=True)])
-    lows, highs = widen_spans(value, lows.astype(np.float64), highs.astype(np.float64))
-    point = F("resilience_index")
-    low_sql = Least(Coalesce(F("ci_low"), point), point)
-    high_sql = Greatest(Coalesce(F("ci_high"), point), point)
-    scored, scored_sql = ~missing, Q(resilience_index__isnull=False)
-    everyone = np.ones(n, dtype=np.bool_)
-    plans = [
-        MarkPlan("position", everyone, old["position"], F("position")),
-        MarkPlan("rank", everyone, old["position"], F("position")),
-        MarkPlan("rank_low", scored, highs, high_sql, scored_sql),
-        MarkPlan("rank_high", scored, lows, low_sql, scored_sql),
-    ]
-    ids = np.asarray(pks, dtype=np.int64)
-    return marks_write(board, ids=ids, old=old, new=new, plans=plans, entrant=entrant)
-
-
 @transaction.atomic
 def probe_board_update(
     *, suite: ProbeSuite, suite_version: str, phase: Phase | None, model_name: str
 ) -> int:
-    """Bring one model's row of a board up to date with its reports, then re-rank the board's
-    stored rows, writing only the rows that move; the number of rows written.
+    """Bring one model's row of a board up to date with its reports (what a run's end
+    changes), and the ties next to where it was and is now; the number of rows written.
 
-    Gives what :func:`probe_board_refresh` of that board gives (a property test compares
-    them). The suite row is locked meanwhile, so two runs ending at once update the board
-    one after the other.
+    Places, ranks and rank ranges are counted when the board is read
+    (:mod:`benchmarks_app.selectors.board_marks`). Gives what :func:`probe_board_refresh` of
+    that board gives (a property test compares them). The suite row is locked meanwhile, so
+    two runs ending at once update the board one after the other.
     """
     ProbeSuite.objects.select_for_update().filter(pk=suite.pk).first()
     reports = [
@@ -265,16 +212,21 @@ def probe_board_update(
     entry = _entries(reports).get((suite_version, model_name))
     board = ProbeBoardRow.objects.filter(suite=suite, suite_version=suite_version, phase=phase)
     previous = board.filter(model_name=model_name).first()
-    entrant: int | None = None
+    where = {
+        "suite": suite.pk,
+        "suite_version": suite_version,
+        "phase": phase.pk if phase else None,
+    }
+    old_key = key_of(PROBE_SHAPE, previous) if previous is not None else None
     if entry is not None:
         (row,) = _rows(suite, suite_version, phase, [entry])
         row.pk = previous.pk if previous is not None else None
-        row.position = previous.position if previous is not None else 0
         row.save()
-        entrant = row.pk
-    elif previous is not None:
+        return len({row.pk} | ties_update(PROBE_SHAPE, where, [old_key, key_of(PROBE_SHAPE, row)]))
+    if previous is not None:
         previous.delete()
-    return _probe_rerank(board, entrant=entrant)
+        return 1 + len(ties_update(PROBE_SHAPE, where, [old_key]))
+    return 0
 
 
 def probe_board_refresh_for_run(*, run: EvaluationRun) -> None:

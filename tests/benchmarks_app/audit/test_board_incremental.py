@@ -1,8 +1,11 @@
-"""Issue 25: a run's end updates its scanner's row and the board's marks, not the whole board.
+"""Issue 25: a run's end updates its scanner's row (and at most two neighbours' ties), not
+the whole board; places and ranks are counted when read.
 
 Property: over random boards and random sequences of run ends (new scanners, better or worse
 results, partial coverage, identical numbers), the incrementally updated board equals, field
-by field, the board :func:`audit_board_refresh` rebuilds from every result.
+by field, the board :func:`audit_board_refresh` rebuilds from every result, and the marks
+read from it (counted on its indexes, or in memory) equal those of
+:func:`scoring.audit.board.order_board` over its rows: the one definition of the board.
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ from benchmarks_app.models import (
     Scanner,
 )
 from benchmarks_app.models.audit import AuditBoardRow, DatasetRelease
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, own_order
 from benchmarks_app.services.audit import audit_release_create, audit_release_publish
 from benchmarks_app.services.audit.boards import audit_board_refresh, audit_board_refresh_for_run
+from scoring.audit.board import order_board
+from tests.benchmarks_app.board_marks_check import read_marks
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +40,7 @@ pytestmark = pytest.mark.django_db
 FIELDS = [
     f.attname for f in AuditBoardRow._meta.concrete_fields if f.attname not in ("id", "computed_at")
 ]
-MARKS = ("position", "rank", "rank_low", "rank_high", "tied_with_above")
+BOARD = ("release", "judge", "phase")
 
 
 def make_release(repos: int) -> DatasetRelease:
@@ -92,7 +98,7 @@ def run_end(
 def snapshot(release: DatasetRelease) -> list[dict[str, Any]]:
     return list(
         AuditBoardRow.objects.filter(release=release, judge="offline", phase=None)
-        .order_by("position")
+        .order_by(*own_order(AUDIT_SHAPE))
         .values(*FIELDS)
     )
 
@@ -100,9 +106,52 @@ def snapshot(release: DatasetRelease) -> list[dict[str, Any]]:
 def stamped(release: DatasetRelease) -> list[dict[str, Any]]:
     return list(
         AuditBoardRow.objects.filter(release=release, judge="offline", phase=None).values(
-            "scanner_id", "computed_at", *MARKS
+            "scanner_id", "computed_at", *FIELDS
         )
     )
+
+
+def marks_match_the_definition(release: DatasetRelease) -> list[tuple[Any, ...]]:
+    """The marks read from the stored board, checked against ``order_board`` over its rows;
+    returns (scanner, place, rank, best, worst, tie) in board order."""
+    rows = list(
+        AuditBoardRow.objects.filter(release=release, judge="offline", phase=None).values(
+            "pk",
+            "scanner__name",
+            "is_complete",
+            "repos_evaluated",
+            "f1_with_partial",
+            "f1",
+            "ci_low",
+            "ci_high",
+            "tied_with_above",
+        )
+    )
+    read = read_marks(AUDIT_SHAPE, {"release": release.pk, "judge": "offline", "phase": None})
+    definition = order_board(
+        names=[r["scanner__name"] for r in rows],
+        complete=[r["is_complete"] for r in rows],
+        repos_evaluated=[r["repos_evaluated"] for r in rows],
+        f1_with_partial=[r["f1_with_partial"] for r in rows],
+        f1=[r["f1"] for r in rows],
+        ci_low=[r["ci_low"] for r in rows],
+        ci_high=[r["ci_high"] for r in rows],
+    )
+    out = []
+    for place, i in enumerate(definition.order.tolist(), start=1):
+        row, marks = rows[i], read[rows[i]["pk"]]
+        ranked = bool(row["is_complete"])
+        expected = (
+            place,
+            int(definition.rank[i]) if ranked else None,
+            int(definition.rank_low[i]) if ranked else None,
+            int(definition.rank_high[i]) if ranked else None,
+            bool(definition.tied_with_above[i]),
+        )
+        got = (marks.position, marks.rank, marks.rank_low, marks.rank_high, row["tied_with_above"])
+        assert got == expected, (row["scanner__name"], got, expected)
+        out.append((row["scanner__name"], *got))
+    return out
 
 
 def full_rebuild(release: DatasetRelease) -> list[dict[str, Any]]:
@@ -152,17 +201,19 @@ def test_run_ends_give_the_board_a_full_rebuild_gives(
             written = audit_board_refresh_for_run(run=run_end(release, scanners[who], drawn))
             after = snapshot(release)
             assert after == full_rebuild(release)
-            assert [r["position"] for r in after] == list(range(1, len(after) + 1))
-            # Written: the scanner's row and the rows whose marks moved, nothing else.
+            marks_match_the_definition(release)
+            # Written: the scanner's row and at most two other rows' ties, nothing else.
             moved = set()
             for row in stamped(release):
                 if row["scanner_id"] == entrant:
                     continue
                 old = before[row["scanner_id"]]
-                rewritten = row["computed_at"] != old["computed_at"]
-                assert rewritten == any(old[m] != row[m] for m in MARKS)
-                moved |= {row["scanner_id"]} if rewritten else set()
-            assert written == len(moved) + (1 if entrant in {r["scanner_id"] for r in after} else 0)
+                changed = {f for f in FIELDS if old[f] != row[f]}
+                assert changed <= {"tied_with_above"}
+                moved |= {row["scanner_id"]} if changed else set()
+            assert len(moved) <= 2
+            present = entrant in {r["scanner_id"] for r in after}
+            assert written == len(moved) + (1 if present or entrant in before else 0)
         transaction.set_rollback(True)
 
 
@@ -173,8 +224,8 @@ def test_a_run_end_writes_only_the_rows_that_change() -> None:
         audit_board_refresh_for_run(run=run_end(release, scanner, [(10, i, 0, 3), (10, i, 1, 2)]))
     before = snapshot(release)
     assert [r["scanner_id"] for r in before] == [s.pk for s in reversed(scanners)]
-    # The worst scanner improves past one other: the rows it passes or whose rank range its
-    # interval now overlaps are written, not the others.
+    # The worst scanner improves past one other: its row is written, and the ties next to
+    # where it was and is now; no other row, though the places of rows change.
     with CaptureQueriesContext(connection) as queries:
         written = audit_board_refresh_for_run(
             run=run_end(release, scanners[0], [(10, 1, 1, 0), (10, 1, 1, 0)])
@@ -182,12 +233,10 @@ def test_a_run_end_writes_only_the_rows_that_change() -> None:
     after = snapshot(release)
     assert after == full_rebuild(release)
     old = {r["scanner_id"]: r for r in before}
-    changed = {
-        r["scanner_id"] for r in after if any(r[m] != old[r["scanner_id"]][m] for m in MARKS)
-    }
-    moved = {r["scanner_id"]: r["position"] for r in after}
-    assert moved[scanners[0].pk] == 5 and moved[scanners[1].pk] == 6
-    assert written == len(changed) < len(after)
+    changed = {r["scanner_id"] for r in after if r != old[r["scanner_id"]]}
+    places = {name: place for name, place, *_ in marks_match_the_definition(release)}
+    assert places["tool-0"] == 5 and places["tool-1"] == 6
+    assert written == len(changed) <= 3 < len(after)
     # No row is deleted and rewritten.
     assert not [q for q in queries.captured_queries if q["sql"].upper().startswith("DELETE")]
 

@@ -1,0 +1,471 @@
+"""Places, ranks and rank ranges of board rows, counted when they are read (issue 25).
+
+Every board row stores what it is ranked by: the columns of its board's order (``order``
+below, ascending is better, the last one unique), the span its rank range is computed from
+(``span_low``/``span_high``: its interval widened to contain its value; null for a row that
+is not ranked or whose value is exact), whether its value is exact (``exact``), and its tie
+with the row above. A row's place and ranks are not stored: they depend on every other row,
+so storing them made one run's end rewrite every row it passed (O(n) per run, O(n²) over a
+board's life). They are counted when rows are read, with the definitions of
+:func:`scoring.stats.bootstrap.board_ranks`:
+
+* place: 1 + the rows before it in the board's order;
+* rank: its place, or (audit, where equal numbers share a rank) 1 + the ranked rows whose
+  numbers are better;
+* best rank: 1 + the ranked rows whose span lies wholly above its span (against a row whose
+  value is exact, the values are compared);
+* worst rank: the ranked rows whose span reaches its span, itself included.
+
+Each of those is a count over one of the board's indexes. The counts for the rows of a page
+are taken in one statement, each over the slice of the index between two consecutive
+thresholds, so a page costs at most one pass over the board's index per mark (a few ms at
+100,000 rows) whatever its depth, and a run's end writes its entrant's row and the tie marks
+of at most two neighbours. Many rows at once (an export of a whole board) are counted in
+memory from the board's columns instead, with the same definitions; a property test holds
+both to a full re-ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db import connection
+from django.db.models import Model, Q, QuerySet
+
+from benchmarks_app.models.audit import AuditBoardRow
+from benchmarks_app.models.boards import ChecklistBoardRow, ProbeBoardRow
+
+# Above this many rows, marks are computed in memory from the whole board's columns.
+COUNTED_ROWS_MAX = 200
+
+_COMPLEMENT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+@dataclass(frozen=True)
+class BoardShape:
+    """How a board model orders and ranks its rows.
+
+    ``board`` names the columns that pick one board out of the table; ``order`` the columns
+    of its order (ascending, the last unique); ``shared`` how many leading ``order`` columns
+    rows must share to share a rank (0: the rank is the place); ``value`` the column compared
+    against rows whose value is exact (None: the board has none), on boards where every row
+    is ranked; ``tied`` the stored tie column.
+    """
+
+    model: type[Model]
+    board: tuple[str, ...]
+    order: tuple[str, ...]
+    tied: str
+    shared: int = 0
+    value: str | None = None
+
+
+@dataclass(frozen=True)
+class Marks:
+    position: int
+    rank: int | None
+    rank_low: int | None
+    rank_high: int | None
+
+
+@dataclass(frozen=True)
+class _Row:
+    pk: int
+    key: tuple[Any, ...]
+    low: float | None
+    high: float | None
+    exact: bool
+    value: float | None
+
+    @property
+    def ranked(self) -> bool:
+        return self.low is not None or self.exact
+
+
+def board_filter(shape: BoardShape, board: Mapping[str, Any]) -> dict[str, Any]:
+    """The ORM filter of one board: ``board`` holds a value per :attr:`BoardShape.board`."""
+    return {name: board[name] for name in shape.board}
+
+
+def board_of(shape: BoardShape, row: Any) -> dict[str, Any]:
+    """The board a stored row (model instance or ``values()`` dict) is on."""
+    return {name: _get(shape, row, name) for name in shape.board}
+
+
+def _column(shape: BoardShape, name: str) -> str:
+    field = shape.model._meta.pk if name in ("id", "pk") else shape.model._meta.get_field(name)
+    return connection.ops.quote_name(field.column)  # type: ignore[union-attr]
+
+
+def _light_columns(shape: BoardShape) -> list[str]:
+    return [*shape.order, "span_low", "span_high", "exact", *([shape.value] if shape.value else [])]
+
+
+def _rows_from(shape: BoardShape, values: Iterable[Sequence[Any]]) -> list[_Row]:
+    n = len(shape.order)
+    out = []
+    for v in values:
+        value = v[n + 4] if shape.value else None
+        out.append(
+            _Row(
+                pk=int(v[0]),
+                key=tuple(v[1 : n + 1]),
+                low=v[n + 1],
+                high=v[n + 2],
+                exact=bool(v[n + 3]),
+                value=None if value is None else float(value),
+            )
+        )
+    return out
+
+
+def _light_rows(
+    shape: BoardShape, board: Mapping[str, Any], pks: Iterable[int] | None
+) -> list[_Row]:
+    qs = shape.model._default_manager.filter(**board_filter(shape, board)).order_by()
+    if pks is not None:
+        qs = qs.filter(pk__in=list(pks))
+    columns = ["pk", *_light_columns(shape)]
+    key_columns = tuple(c if c != "id" else "pk" for c in columns)
+    sql, params = qs.values_list(*key_columns).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return _rows_from(shape, cursor.fetchall())
+
+
+def _where_board(shape: BoardShape, board: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    parts, params = [], []
+    for name in shape.board:
+        value = board[name]
+        column = _column(shape, name)
+        if value is None:
+            parts.append(f"{column} IS NULL")
+        else:
+            parts.append(f"{column} = %s")
+            params.append(getattr(value, "pk", value))
+    return " AND ".join(parts), params
+
+
+def _compare(columns: Sequence[str], op: str, threshold: Sequence[Any]) -> tuple[str, list[Any]]:
+    if len(columns) == 1:
+        return f"{columns[0]} {op} %s", [threshold[0]]
+    marks = ", ".join(["%s"] * len(columns))
+    return f"({', '.join(columns)}) {op} ({marks})", list(threshold)
+
+
+def _counts(
+    shape: BoardShape,
+    board: Mapping[str, Any],
+    names: Sequence[str],
+    op: str,
+    thresholds: Iterable[tuple[Any, ...]],
+    where: str = "",
+) -> dict[tuple[Any, ...], int]:
+    """For each threshold ``t``: how many rows of the board have ``(names) op t``.
+
+    One statement; thresholds are taken from the end the comparison starts at, each counted
+    over the slice of the index between it and the one before, then summed.
+    """
+    ascending = op in ("<", "<=")
+    ordered = sorted(set(thresholds), reverse=not ascending)
+    if not ordered:
+        return {}
+    table = connection.ops.quote_name(shape.model._meta.db_table)
+    columns = [_column(shape, name) for name in names]
+    base, base_params = _where_board(shape, board)
+    if where:
+        base = f"{base} AND {where}"
+    selects, params = [], []
+    previous: tuple[Any, ...] | None = None
+    for threshold in ordered:
+        sql, values = _compare(columns, op, threshold)
+        condition, condition_params = f"{base} AND {sql}", [*base_params, *values]
+        if previous is not None:
+            since, since_params = _compare(columns, _COMPLEMENT[op], previous)
+            condition += f" AND {since}"
+            condition_params += since_params
+        selects.append(f"(SELECT COUNT(*) FROM {table} WHERE {condition})")
+        params += condition_params
+        previous = threshold
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(selects)}", params)
+        slices = cursor.fetchone()
+    totals = np.cumsum(np.asarray(slices, dtype=np.int64))
+    return {t: int(total) for t, total in zip(ordered, totals.tolist(), strict=True)}
+
+
+def _counted(shape: BoardShape, board: Mapping[str, Any], rows: list[_Row]) -> dict[int, Marks]:
+    before = _counts(shape, board, shape.order, "<", [r.key for r in rows])
+    ranked = [r for r in rows if r.ranked]
+    shared: dict[tuple[Any, ...], int] = {}
+    if shape.shared:
+        shared = _counts(
+            shape, board, shape.order[: shape.shared], "<", [r.key[: shape.shared] for r in ranked]
+        )
+    loose = [r for r in ranked if not r.exact]
+    above = _counts(shape, board, ["span_low"], ">", [(r.high,) for r in loose])
+    reach = _counts(shape, board, ["span_high"], ">=", [(r.low,) for r in loose])
+    exact_above: dict[tuple[Any, ...], int] = {}
+    exact_reach: dict[tuple[Any, ...], int] = {}
+    all_above: dict[tuple[Any, ...], int] = {}
+    all_reach: dict[tuple[Any, ...], int] = {}
+    if shape.value is not None:
+        true = "TRUE" if connection.vendor == "postgresql" else "1"
+        exact = f"{_column(shape, 'exact')} = {true}"
+        values = [(r.value,) for r in loose]
+        exact_above = _counts(shape, board, [shape.value], ">", values, where=exact)
+        exact_reach = _counts(shape, board, [shape.value], ">=", values, where=exact)
+        points = [(r.value,) for r in ranked if r.exact]
+        all_above = _counts(shape, board, [shape.value], ">", points)
+        all_reach = _counts(shape, board, [shape.value], ">=", points)
+    out = {}
+    for r in rows:
+        position = 1 + before[r.key]
+        if not r.ranked:
+            out[r.pk] = Marks(position, None, None, None)
+            continue
+        rank = 1 + shared[r.key[: shape.shared]] if shape.shared else position
+        if r.exact:
+            low, high = 1 + all_above[(r.value,)], all_reach[(r.value,)]
+        else:
+            low = 1 + above[(r.high,)] + exact_above.get((r.value,), 0)
+            high = reach[(r.low,)] + exact_reach.get((r.value,), 0)
+        out[r.pk] = Marks(position, rank, low, high)
+    return out
+
+
+def _in_memory(board_rows: list[_Row], wanted: set[int] | None, shared: int) -> dict[int, Marks]:
+    """Every row's marks from all the board's rows, by the same definitions as the counts."""
+    ordered = sorted(board_rows, key=lambda r: r.key)
+    loose = [r for r in ordered if r.ranked and not r.exact]
+    lows = np.sort(np.asarray([r.low for r in loose], dtype=np.float64))
+    highs = np.sort(np.asarray([r.high for r in loose], dtype=np.float64))
+    exact_values = np.sort(np.asarray([r.value for r in ordered if r.exact], dtype=np.float64))
+    ranked_values = np.sort(
+        np.asarray([r.value for r in ordered if r.ranked and r.value is not None], dtype=np.float64)
+    )
+    out = {}
+    rank = 0
+    previous: tuple[Any, ...] | None = None
+    for place, r in enumerate(ordered, start=1):
+        if shared and r.ranked and r.key[:shared] != previous:
+            rank, previous = place, r.key[:shared]
+        if wanted is not None and r.pk not in wanted:
+            continue
+        if not r.ranked:
+            out[r.pk] = Marks(place, None, None, None)
+            continue
+        if r.exact:
+            low = 1 + len(ranked_values) - int(np.searchsorted(ranked_values, r.value, "right"))
+            high = len(ranked_values) - int(np.searchsorted(ranked_values, r.value, "left"))
+        else:
+            low = 1 + len(lows) - int(np.searchsorted(lows, r.high, "right"))
+            high = len(highs) - int(np.searchsorted(highs, r.low, "left"))
+            if r.value is not None and len(exact_values):
+                low += len(exact_values) - int(np.searchsorted(exact_values, r.value, "right"))
+                high += len(exact_values) - int(np.searchsorted(exact_values, r.value, "left"))
+        out[r.pk] = Marks(place, rank if shared else place, low, high)
+    return out
+
+
+def board_marks(
+    shape: BoardShape, board: Mapping[str, Any], pks: Iterable[int] | None = None
+) -> dict[int, Marks]:
+    """The marks of the rows ``pks`` of ``board`` (every row: None), by row id."""
+    wanted = None if pks is None else set(pks)
+    if wanted is not None and len(wanted) <= COUNTED_ROWS_MAX:
+        if not wanted:
+            return {}
+        return _counted(shape, board, _light_rows(shape, board, wanted))
+    return _in_memory(_light_rows(shape, board, None), wanted, shape.shared)
+
+
+def mark_fields(marks: Marks | None) -> dict[str, int | None]:
+    """A row's marks as the keys pages and the API show (``position``, ``rank``, ...)."""
+    if marks is None:
+        return {"position": None, "rank": None, "rank_low": None, "rank_high": None}
+    return {
+        "position": marks.position,
+        "rank": marks.rank,
+        "rank_low": marks.rank_low,
+        "rank_high": marks.rank_high,
+    }
+
+
+def _get(shape: BoardShape, row: Any, name: str) -> Any:
+    attribute = _attribute(shape, name)
+    if isinstance(row, dict):
+        return row[attribute] if attribute in row else row[name]
+    return getattr(row, attribute)
+
+
+def _pk(row: Any) -> int:
+    if isinstance(row, dict):
+        return int(row["pk"] if "pk" in row else row["id"])
+    return int(row.pk)
+
+
+def attach_marks(shape: BoardShape, rows: Sequence[Any]) -> list[Any]:
+    """Set ``position``, ``rank``, ``rank_low`` and ``rank_high`` on stored board rows (model
+    instances, or ``values()`` dicts with ``pk`` or ``id`` and the board's columns), board by
+    board; returns ``rows``."""
+
+    pk = _pk
+    boards: dict[tuple[Any, ...], list[Any]] = {}
+    for row in rows:
+        key = tuple(_get(shape, row, name) for name in shape.board)
+        boards.setdefault(key, []).append(row)
+    for key, members in boards.items():
+        marks = board_marks(shape, dict(zip(shape.board, key, strict=True)), map(pk, members))
+        for row in members:
+            fields = mark_fields(marks.get(pk(row)))
+            if isinstance(row, dict):
+                row.update(fields)
+            else:
+                for name, value in fields.items():
+                    setattr(row, name, value)
+    return list(rows)
+
+
+def with_all_marks(shape: BoardShape, rows: Iterable[Any]) -> Iterator[Any]:
+    """``rows`` (a stream, e.g. a whole board's download) with their marks set, each board's
+    marks computed once, in memory, when its first row comes."""
+    known: dict[tuple[Any, ...], dict[int, Marks]] = {}
+    for row in rows:
+        key = tuple(_get(shape, row, name) for name in shape.board)
+        if key not in known:
+            known[key] = board_marks(shape, dict(zip(shape.board, key, strict=True)))
+        fields = mark_fields(known[key].get(_pk(row)))
+        if isinstance(row, dict):
+            row.update(fields)
+        else:
+            for name, value in fields.items():
+                setattr(row, name, value)
+        yield row
+
+
+def own_order(shape: BoardShape) -> list[str]:
+    """The ``ORDER BY`` of the board's own order."""
+    return [name if name != "id" else "pk" for name in shape.order]
+
+
+# --- Ties with the row above (stored; a change moves at most three rows' ties).
+
+
+def tied_between(above: _Row | None, row: _Row) -> bool:
+    """Whether ``row`` is tied with ``above``, the row right above it (as ``board_ranks``)."""
+    if above is None or not row.ranked or not above.ranked:
+        return False
+    if row.exact or above.exact:
+        return row.value == above.value
+    assert row.low is not None and row.high is not None
+    assert above.low is not None and above.high is not None
+    return row.low <= above.high and above.low <= row.high
+
+
+def _neighbour(
+    shape: BoardShape, board: Mapping[str, Any], key: tuple[Any, ...], op: str
+) -> _Row | None:
+    """The row right before (``op`` "<") or right after (">") ``key`` in the board's order."""
+    table = connection.ops.quote_name(shape.model._meta.db_table)
+    columns = [_column(shape, name) for name in shape.order]
+    base, params = _where_board(shape, board)
+    compare, values = _compare(columns, op, key)
+    direction = "DESC" if op == "<" else "ASC"
+    select = ", ".join([_column(shape, "id"), *(_column(shape, c) for c in _light_columns(shape))])
+    order = ", ".join(f"{c} {direction}" for c in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {select} FROM {table} WHERE {base} AND {compare} ORDER BY {order} LIMIT 1",
+            [*params, *values],
+        )
+        found = cursor.fetchone()
+    return _rows_from(shape, [found])[0] if found else None
+
+
+def ties_update(
+    shape: BoardShape, board: Mapping[str, Any], keys: Iterable[tuple[Any, ...] | None]
+) -> set[int]:
+    """Bring the stored ties up to date around the order keys ``keys`` (where a row was
+    written, moved from, or deleted): the row at each key and the row after it. Returns the
+    ids of the rows whose tie changed."""
+    manager = shape.model._default_manager
+    seen: set[int] = set()
+    changed: set[int] = set()
+    for key in {k for k in keys if k is not None}:
+        rows = manager.filter(**board_filter(shape, board))
+        at = _neighbour(shape, board, key, ">=")
+        after = _neighbour(shape, board, at.key, ">") if at is not None else None
+        for row in (at, after):
+            if row is None or row.pk in seen:
+                continue
+            seen.add(row.pk)
+            tied = tied_between(_neighbour(shape, board, row.key, "<"), row)
+            if rows.filter(pk=row.pk).exclude(**{shape.tied: tied}).update(**{shape.tied: tied}):
+                changed.add(row.pk)
+    return changed
+
+
+def ties_all(shape: BoardShape, rows: Sequence[Any]) -> None:
+    """Set the tie of every row of a whole board being written (model instances with their
+    order columns, spans and flags set), in memory."""
+    light = {
+        id(row): _Row(
+            pk=0,
+            key=tuple(getattr(row, _attribute(shape, name)) or 0 for name in shape.order),
+            low=row.span_low,
+            high=row.span_high,
+            exact=bool(row.exact),
+            value=getattr(row, shape.value) if shape.value else None,
+        )
+        for row in rows
+    }
+    ordered = sorted(rows, key=lambda row: light[id(row)].key)
+    above: _Row | None = None
+    for row in ordered:
+        setattr(row, shape.tied, tied_between(above, light[id(row)]))
+        above = light[id(row)]
+
+
+def _attribute(shape: BoardShape, name: str) -> str:
+    return "pk" if name in ("id", "pk") else shape.model._meta.get_field(name).attname
+
+
+def key_of(shape: BoardShape, row: Any) -> tuple[Any, ...]:
+    """A stored row's order key (model instance)."""
+    return tuple(getattr(row, _attribute(shape, name)) for name in shape.order)
+
+
+def with_ordering(queryset: QuerySet[Any], shape: BoardShape) -> QuerySet[Any]:
+    return queryset.order_by(*own_order(shape))
+
+
+def ranked_q() -> Q:
+    """Rows that are ranked (a span, or an exact value)."""
+    return Q(span_low__isnull=False) | Q(exact=True)
+
+
+AUDIT_SHAPE = BoardShape(
+    model=AuditBoardRow,
+    board=("release", "judge", "phase"),
+    order=("sort_group", "sort_repos", "sort_a", "sort_b", "sort_name", "id"),
+    tied="tied_with_above",
+    # Rows with the same numbers share a rank (1, 1, 3).
+    shared=4,
+)
+PROBE_SHAPE = BoardShape(
+    model=ProbeBoardRow,
+    board=("suite", "suite_version", "phase"),
+    order=("sort_group", "sort_a", "sort_b", "sort_name", "id"),
+    tied="tied",
+)
+CHECKLIST_SHAPE = BoardShape(
+    model=ChecklistBoardRow,
+    board=("challenge", "phase"),
+    order=("sort_a", "sort_b", "sort_time", "submission", "id"),
+    tied="tied",
+    value="s",
+)
