@@ -30,7 +30,7 @@ from benchmarks_app.api.leaderboard import (
 )
 from benchmarks_app.api.parsers import JSONParser
 from benchmarks_app.formatting import MAX_ID
-from benchmarks_app.selectors.board_marks import PROBE_SHAPE
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, light_fields
 from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
@@ -255,10 +255,10 @@ class ProbeLeaderboardView(BoardRowListView):
             user=self.request.user,
         )
         self._board_order = probe_board_order(rows)
-        return rows.values(*ROW_COLUMNS)
+        return rows.values(*ROW_COLUMNS, *light_fields(PROBE_SHAPE))
 
     @property
-    def default_ordering(self) -> list[Any]:  # type: ignore[override]
+    def default_ordering(self) -> list[Any]:
         return self._board_order
 
     shape = PROBE_SHAPE

@@ -44,7 +44,8 @@ def seed_audit_board(entries: int, *, seed: int = 7) -> Any:
     in twenty reported nothing, so its precision is missing. Returns the release.
     """
     from benchmarks_app.models import AuditDataset, Repo, Scanner
-    from benchmarks_app.models.audit import AuditBoardRow
+    from benchmarks_app.models.audit import AuditBoardRow, audit_board_sort_fields
+    from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, ties_all
     from benchmarks_app.services.audit import audit_release_create, audit_release_publish
 
     rng = random.Random(seed)
@@ -99,13 +100,20 @@ def seed_audit_board(entries: int, *, seed: int = 7) -> Any:
                 ci_high=None if with_partial is None else min(1.0, with_partial + 0.05),
             )
         )
-    # The board's order: complete rows by F1+ (missing last), then incomplete ones.
-    rows.sort(key=lambda r: (not r.is_complete, -(r.f1_with_partial or -1.0), r.scanner_id))
-    for position, row in enumerate(rows, start=1):
-        row.position = position
-        if row.is_complete:
-            row.rank = row.rank_low = position
-            row.rank_high = position + 2
+    # The board's order columns and ties, as a rebuild writes them.
+    for row, scanner in zip(rows, scanners, strict=True):
+        row.f1 = row.metrics.get("f1")
+        for name, value in audit_board_sort_fields(
+            scanner_name=scanner.name,
+            is_complete=row.is_complete,
+            repos_evaluated=row.repos_evaluated,
+            f1_with_partial=row.f1_with_partial,
+            f1=row.f1,
+            ci_low=row.ci_low,
+            ci_high=row.ci_high,
+        ).items():
+            setattr(row, name, value)
+    ties_all(AUDIT_SHAPE, rows)
     AuditBoardRow.objects.bulk_create(rows, batch_size=2_000)
     return release
 

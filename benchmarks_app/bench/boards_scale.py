@@ -5,7 +5,7 @@ bulk (``bulk_create`` in batches, never the services per entrant):
 
 * audit: one scanner per entry on a two-repo release, a succeeded run and its repo results
   (one in ten evaluated on one repo only: incomplete), and the board's stored rows, ordered
-  and ranked by :func:`scoring.audit.board.order_board` as a rebuild would. The seeded rows'
+  with their order columns and ties as a rebuild writes them. The seeded rows'
   intervals are their F1+ ± a random half-width, not bootstraps (100,000 bootstraps would be
   the 29 minutes the issue reports); the run ends measured below compute real ones;
 * probes and checklist: the seeding of ``boards_probes`` and ``boards_checklist``, whose rows
@@ -81,9 +81,10 @@ def seed_audit(entries: int, *, seed: int = 11) -> Any:
         RunStatus,
         Scanner,
     )
-    from benchmarks_app.models.audit import AuditBoardRow
+    from benchmarks_app.models.audit import AuditBoardRow, audit_board_sort_fields
+    from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, ties_all
     from benchmarks_app.services.audit import audit_release_create, audit_release_publish
-    from scoring.audit.board import BOARD_LEVEL, BOARD_RESAMPLES, BOARD_SEED, order_board
+    from scoring.audit.board import BOARD_LEVEL, BOARD_RESAMPLES, BOARD_SEED
     from scoring.audit.metrics import overall
 
     rng = random.Random(seed)
@@ -159,23 +160,18 @@ def seed_audit(entries: int, *, seed: int = 11) -> Any:
                 ci_seed=BOARD_SEED,
             )
         )
-    marks = order_board(
-        names=[s.name for s in scanners],
-        complete=[r.is_complete for r in rows],
-        repos_evaluated=[r.repos_evaluated for r in rows],
-        f1_with_partial=[r.f1_with_partial for r in rows],
-        f1=[r.f1 for r in rows],
-        ci_low=[r.ci_low for r in rows],
-        ci_high=[r.ci_high for r in rows],
-    )
-    for position, i in enumerate(marks.order.tolist(), start=1):
-        row = rows[i]
-        row.position = position
-        if row.is_complete:
-            row.rank = int(marks.rank[i])
-            row.rank_low = int(marks.rank_low[i])
-            row.rank_high = int(marks.rank_high[i])
-            row.tied_with_above = bool(marks.tied_with_above[i])
+    for row, scanner in zip(rows, scanners, strict=True):
+        for name, value in audit_board_sort_fields(
+            scanner_name=scanner.name,
+            is_complete=row.is_complete,
+            repos_evaluated=row.repos_evaluated,
+            f1_with_partial=row.f1_with_partial,
+            f1=row.f1,
+            ci_low=row.ci_low,
+            ci_high=row.ci_high,
+        ).items():
+            setattr(row, name, value)
+    ties_all(AUDIT_SHAPE, rows)
     AuditBoardRow.objects.bulk_create(rows, batch_size=5_000)
     return release
 

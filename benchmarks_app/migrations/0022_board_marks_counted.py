@@ -65,7 +65,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AlterModelOptions(
             name='checklistboardrow',
-            options={'ordering': ['challenge', 'phase', 'sort_a', 'sort_b', 'sort_time', 'submission', 'id']},
+            options={'ordering': ['challenge', 'phase', 'sort_a', 'sort_b', 'sort_time', 'submission_id', 'id']},
         ),
         migrations.AlterModelOptions(
             name='probeboardrow',

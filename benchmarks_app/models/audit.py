@@ -391,7 +391,8 @@ class AuditBoardRow(models.Model):
     (``services.audit.boards``), so that a board page or API response is one query and its
     interval is computed once, not per request. ``judge`` is the board's judge key:
     ``offline``, ``openai:MODEL`` or ``replay:DIR``. Ranked rows (complete on every repo of
-    the release) have ``rank``/``rank_low``/``rank_high``; incomplete rows have none.
+    the release) get ``rank``/``rank_low``/``rank_high`` when read
+    (``selectors.board_marks``); incomplete rows have none.
     """
 
     release = models.ForeignKey(DatasetRelease, on_delete=models.CASCADE, related_name="board_rows")
@@ -441,6 +442,11 @@ class AuditBoardRow(models.Model):
     paired_rank_low = models.PositiveIntegerField(null=True, blank=True)
     paired_rank_high = models.PositiveIntegerField(null=True, blank=True)
     paired_tied = models.BooleanField(null=True, blank=True)
+    # Counted when read, not stored: set by ``selectors.board_marks.attach_marks``.
+    position: int | None
+    rank: int | None
+    rank_low: int | None
+    rank_high: int | None
 
     class Meta:
         ordering = [

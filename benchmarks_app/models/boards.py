@@ -43,6 +43,11 @@ class BoardRowFields(models.Model):
     paired_rank_low = models.PositiveIntegerField(null=True, blank=True)
     paired_rank_high = models.PositiveIntegerField(null=True, blank=True)
     paired_tied = models.BooleanField(null=True, blank=True)
+    # Counted when read, not stored: set by ``selectors.board_marks.attach_marks``.
+    position: int | None
+    rank: int | None
+    rank_low: int | None
+    rank_high: int | None
 
     class Meta:
         abstract = True
@@ -150,7 +155,7 @@ class ChecklistBoardRow(BoardRowFields):
     sort_time = models.BigIntegerField(default=0)
 
     class Meta:
-        ordering = ["challenge", "phase", "sort_a", "sort_b", "sort_time", "submission", "id"]
+        ordering = ["challenge", "phase", "sort_a", "sort_b", "sort_time", "submission_id", "id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["challenge", "team"],

@@ -97,7 +97,7 @@ def board_of(shape: BoardShape, row: Any) -> dict[str, Any]:
 
 def _column(shape: BoardShape, name: str) -> str:
     field = shape.model._meta.pk if name in ("id", "pk") else shape.model._meta.get_field(name)
-    return connection.ops.quote_name(field.column)  # type: ignore[union-attr]
+    return connection.ops.quote_name(str(field.column))  # type: ignore[union-attr]
 
 
 def _light_columns(shape: BoardShape) -> list[str]:
@@ -156,71 +156,89 @@ def _compare(columns: Sequence[str], op: str, threshold: Sequence[Any]) -> tuple
     return f"({', '.join(columns)}) {op} ({marks})", list(threshold)
 
 
-def _counts(
-    shape: BoardShape,
-    board: Mapping[str, Any],
-    names: Sequence[str],
-    op: str,
-    thresholds: Iterable[tuple[Any, ...]],
-    where: str = "",
-) -> dict[tuple[Any, ...], int]:
-    """For each threshold ``t``: how many rows of the board have ``(names) op t``.
+class _Counts:
+    """Counts of board rows under thresholds, gathered and then taken in one statement.
 
-    One statement; thresholds are taken from the end the comparison starts at, each counted
-    over the slice of the index between it and the one before, then summed.
+    For each threshold ``t`` of a request: how many rows of the board have ``(names) op t``.
+    Thresholds are taken from the end the comparison starts at, each counted over the slice
+    of the index between it and the one before, then summed: a request costs at most one
+    pass over its index, however many thresholds it has.
     """
-    ascending = op in ("<", "<=")
-    ordered = sorted(set(thresholds), reverse=not ascending)
-    if not ordered:
-        return {}
-    table = connection.ops.quote_name(shape.model._meta.db_table)
-    columns = [_column(shape, name) for name in names]
-    base, base_params = _where_board(shape, board)
-    if where:
-        base = f"{base} AND {where}"
-    selects, params = [], []
-    previous: tuple[Any, ...] | None = None
-    for threshold in ordered:
-        sql, values = _compare(columns, op, threshold)
-        condition, condition_params = f"{base} AND {sql}", [*base_params, *values]
-        if previous is not None:
-            since, since_params = _compare(columns, _COMPLEMENT[op], previous)
-            condition += f" AND {since}"
-            condition_params += since_params
-        selects.append(f"(SELECT COUNT(*) FROM {table} WHERE {condition})")
-        params += condition_params
-        previous = threshold
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {', '.join(selects)}", params)
-        slices = cursor.fetchone()
-    totals = np.cumsum(np.asarray(slices, dtype=np.int64))
-    return {t: int(total) for t, total in zip(ordered, totals.tolist(), strict=True)}
+
+    def __init__(self, shape: BoardShape, board: Mapping[str, Any]) -> None:
+        self.shape = shape
+        self.table = connection.ops.quote_name(shape.model._meta.db_table)
+        self.base, self.base_params = _where_board(shape, board)
+        self.selects: list[str] = []
+        self.params: list[Any] = []
+        self.requests: dict[str, list[tuple[Any, ...]]] = {}
+
+    def ask(
+        self,
+        request: str,
+        names: Sequence[str],
+        op: str,
+        thresholds: Iterable[tuple[Any, ...]],
+        where: str = "",
+    ) -> None:
+        """Ask for counts, by the name ``request`` in what :meth:`take` returns."""
+        ordered = sorted(set(thresholds), reverse=op in (">", ">="))
+        columns = [_column(self.shape, name) for name in names]
+        base = f"{self.base} AND {where}" if where else self.base
+        previous: tuple[Any, ...] | None = None
+        for threshold in ordered:
+            sql, values = _compare(columns, op, threshold)
+            condition, params = f"{base} AND {sql}", [*self.base_params, *values]
+            if previous is not None:
+                since, since_params = _compare(columns, _COMPLEMENT[op], previous)
+                condition += f" AND {since}"
+                params += since_params
+            self.selects.append(f"(SELECT COUNT(*) FROM {self.table} WHERE {condition})")
+            self.params += params
+            previous = threshold
+        self.requests[request] = ordered
+
+    def take(self) -> dict[str, dict[tuple[Any, ...], int]]:
+        """Every request's counts by threshold (one statement for all)."""
+        slices: Sequence[int] = ()
+        if self.selects:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT {', '.join(self.selects)}", self.params)
+                slices = cursor.fetchone()
+        out, start = {}, 0
+        for request, ordered in self.requests.items():
+            part = np.cumsum(np.asarray(slices[start : start + len(ordered)], dtype=np.int64))
+            out[request] = {t: int(n) for t, n in zip(ordered, part.tolist(), strict=True)}
+            start += len(ordered)
+        return out
 
 
 def _counted(shape: BoardShape, board: Mapping[str, Any], rows: list[_Row]) -> dict[int, Marks]:
-    before = _counts(shape, board, shape.order, "<", [r.key for r in rows])
+    counts = _Counts(shape, board)
     ranked = [r for r in rows if r.ranked]
-    shared: dict[tuple[Any, ...], int] = {}
-    if shape.shared:
-        shared = _counts(
-            shape, board, shape.order[: shape.shared], "<", [r.key[: shape.shared] for r in ranked]
-        )
     loose = [r for r in ranked if not r.exact]
-    above = _counts(shape, board, ["span_low"], ">", [(r.high,) for r in loose])
-    reach = _counts(shape, board, ["span_high"], ">=", [(r.low,) for r in loose])
-    exact_above: dict[tuple[Any, ...], int] = {}
-    exact_reach: dict[tuple[Any, ...], int] = {}
-    all_above: dict[tuple[Any, ...], int] = {}
-    all_reach: dict[tuple[Any, ...], int] = {}
+    counts.ask("before", shape.order, "<", [r.key for r in rows])
+    if shape.shared:
+        # Rows with the same numbers (the leading order columns) share a rank.
+        prefix = shape.order[: shape.shared]
+        counts.ask("shared", prefix, "<", [r.key[: shape.shared] for r in ranked])
+    counts.ask("above", ["span_low"], ">", [(r.high,) for r in loose])
+    counts.ask("reach", ["span_high"], ">=", [(r.low,) for r in loose])
     if shape.value is not None:
+        # Against a row whose value is exact, values are compared, not spans.
         true = "TRUE" if connection.vendor == "postgresql" else "1"
         exact = f"{_column(shape, 'exact')} = {true}"
         values = [(r.value,) for r in loose]
-        exact_above = _counts(shape, board, [shape.value], ">", values, where=exact)
-        exact_reach = _counts(shape, board, [shape.value], ">=", values, where=exact)
         points = [(r.value,) for r in ranked if r.exact]
-        all_above = _counts(shape, board, [shape.value], ">", points)
-        all_reach = _counts(shape, board, [shape.value], ">=", points)
+        counts.ask("exact_above", [shape.value], ">", values, where=exact)
+        counts.ask("exact_reach", [shape.value], ">=", values, where=exact)
+        counts.ask("all_above", [shape.value], ">", points)
+        counts.ask("all_reach", [shape.value], ">=", points)
+    taken = counts.take()
+    before, above, reach = taken["before"], taken["above"], taken["reach"]
+    shared = taken.get("shared", {})
+    exact_above, exact_reach = taken.get("exact_above", {}), taken.get("exact_reach", {})
+    all_above, all_reach = taken.get("all_above", {}), taken.get("all_reach", {})
     out = {}
     for r in rows:
         position = 1 + before[r.key]
@@ -259,9 +277,11 @@ def _in_memory(board_rows: list[_Row], wanted: set[int] | None, shared: int) -> 
             out[r.pk] = Marks(place, None, None, None)
             continue
         if r.exact:
+            assert r.value is not None
             low = 1 + len(ranked_values) - int(np.searchsorted(ranked_values, r.value, "right"))
             high = len(ranked_values) - int(np.searchsorted(ranked_values, r.value, "left"))
         else:
+            assert r.low is not None and r.high is not None
             low = 1 + len(lows) - int(np.searchsorted(lows, r.high, "right"))
             high = len(highs) - int(np.searchsorted(highs, r.low, "left"))
             if r.value is not None and len(exact_values):
@@ -271,15 +291,47 @@ def _in_memory(board_rows: list[_Row], wanted: set[int] | None, shared: int) -> 
     return out
 
 
+def light_fields(shape: BoardShape) -> list[str]:
+    """The fields to read with ``values()`` rows so that marking them reads nothing again."""
+    return [_attribute(shape, name) for name in _light_columns(shape) if name != "id"]
+
+
+def _loaded(shape: BoardShape, row: Any) -> _Row | None:
+    """A stored row's light columns where they were read with it (else None: read them)."""
+    values = row if isinstance(row, dict) else row.__dict__
+    names = [_attribute(shape, name) for name in _light_columns(shape) if name != "id"]
+    if not all(name in values for name in names):
+        return None
+    key = tuple(
+        values[_attribute(shape, name)] if name != "id" else _pk(row) for name in shape.order
+    )
+    return _Row(
+        pk=_pk(row),
+        key=key,
+        low=values["span_low"],
+        high=values["span_high"],
+        exact=bool(values["exact"]),
+        value=None if shape.value is None else float(values[shape.value]),
+    )
+
+
 def board_marks(
-    shape: BoardShape, board: Mapping[str, Any], pks: Iterable[int] | None = None
+    shape: BoardShape,
+    board: Mapping[str, Any],
+    pks: Iterable[int] | None = None,
+    *,
+    rows: Sequence[Any] = (),
 ) -> dict[int, Marks]:
-    """The marks of the rows ``pks`` of ``board`` (every row: None), by row id."""
+    """The marks of the rows ``pks`` of ``board`` (every row: None), by row id. ``rows``: the
+    stored rows of ``pks`` where the caller has them (their columns are then not read again)."""
     wanted = None if pks is None else set(pks)
     if wanted is not None and len(wanted) <= COUNTED_ROWS_MAX:
         if not wanted:
             return {}
-        return _counted(shape, board, _light_rows(shape, board, wanted))
+        light = [_loaded(shape, row) for row in rows]
+        if len(light) != len(wanted) or any(r is None for r in light):
+            return _counted(shape, board, _light_rows(shape, board, wanted))
+        return _counted(shape, board, [r for r in light if r is not None])
     return _in_memory(_light_rows(shape, board, None), wanted, shape.shared)
 
 
@@ -319,7 +371,9 @@ def attach_marks(shape: BoardShape, rows: Sequence[Any]) -> list[Any]:
         key = tuple(_get(shape, row, name) for name in shape.board)
         boards.setdefault(key, []).append(row)
     for key, members in boards.items():
-        marks = board_marks(shape, dict(zip(shape.board, key, strict=True)), map(pk, members))
+        marks = board_marks(
+            shape, dict(zip(shape.board, key, strict=True)), map(pk, members), rows=members
+        )
         for row in members:
             fields = mark_fields(marks.get(pk(row)))
             if isinstance(row, dict):
@@ -349,7 +403,9 @@ def with_all_marks(shape: BoardShape, rows: Iterable[Any]) -> Iterator[Any]:
 
 def own_order(shape: BoardShape) -> list[str]:
     """The ``ORDER BY`` of the board's own order."""
-    return [name if name != "id" else "pk" for name in shape.order]
+    # Foreign keys by their column: ordering by the relation would sort by the related
+    # model's own ordering.
+    return [_attribute(shape, name) for name in shape.order]
 
 
 # --- Ties with the row above (stored; a change moves at most three rows' ties).
@@ -431,7 +487,9 @@ def ties_all(shape: BoardShape, rows: Sequence[Any]) -> None:
 
 
 def _attribute(shape: BoardShape, name: str) -> str:
-    return "pk" if name in ("id", "pk") else shape.model._meta.get_field(name).attname
+    if name in ("id", "pk"):
+        return "pk"
+    return str(shape.model._meta.get_field(name).attname)  # type: ignore[union-attr]
 
 
 def key_of(shape: BoardShape, row: Any) -> tuple[Any, ...]:

@@ -22,7 +22,7 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.models.boards import ProbeBoardRow
-from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks, own_order
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks, light_fields, own_order
 from benchmarks_app.selectors.board_ordering import Ordered, Reversed
 from benchmarks_app.selectors.phases import phase_board_visible
 from benchmarks_app.selectors.visibility import is_staff, visible_probe_submissions
@@ -104,7 +104,7 @@ def board_placed(phase: Phase | None, user: Any) -> bool:
 
 
 def board_row(values: dict[str, Any], *, placed: bool = True) -> dict[str, Any]:
-    """A stored row (``ProbeBoardRow.values(*ROW_COLUMNS)``, its marks attached by
+    """A stored row (``ProbeBoardRow.values(*ROW_COLUMNS, ...)``, its marks attached by
     :func:`~benchmarks_app.selectors.board_marks.attach_marks`) as the board's row dict;
     without its place (rank, rank range, tie) where not ``placed`` (:func:`board_placed`)."""
     row = {key: values[column] for column, key in ROW_COLUMNS.items()}
@@ -242,7 +242,9 @@ def probe_leaderboard(
     ordered = rows.order_by("suite__name", "suite_version", *own_order(PROBE_SHAPE))
     stored = [
         board_row(values, placed=placed)
-        for values in attach_marks(PROBE_SHAPE, list(ordered.values(*ROW_COLUMNS)))
+        for values in attach_marks(
+            PROBE_SHAPE, list(ordered.values(*ROW_COLUMNS, *light_fields(PROBE_SHAPE)))
+        )
     ]
     newest: dict[tuple[str, str], Any] = {}
     for row in stored:
@@ -306,7 +308,11 @@ def probe_board_position(*, report: ProbeRunReport, user: Any = None) -> dict[st
             phase=phase,
             user=user,
         )
-        row = board.filter(run_id=report.run_id).values(*ROW_COLUMNS).first()
+        row = (
+            board.filter(run_id=report.run_id)
+            .values(*ROW_COLUMNS, *light_fields(PROBE_SHAPE))
+            .first()
+        )
         if row is not None:
             attach_marks(PROBE_SHAPE, [row])
             row["rank"] = row["position"]

@@ -19,6 +19,7 @@ from benchmarks_app.selectors.board_marks import (
     CHECKLIST_SHAPE,
     PROBE_SHAPE,
     BoardShape,
+    light_fields,
 )
 from benchmarks_app.selectors.checklist import default_challenge
 from benchmarks_app.selectors.checklist_boards import board_row_dict, checklist_board
@@ -124,7 +125,7 @@ def _probe_rows(request: HttpRequest) -> BoardRows:
     # Every suite, each ranked on its own (``rank`` restarts per suite), suite by suite.
     rows = probe_board_rows(user=request.user)
     return BoardRows(
-        rows.values(*ROW_COLUMNS),
+        rows.values(*ROW_COLUMNS, *light_fields(PROBE_SHAPE)),
         probes.BOARD_ORDERING,
         probe_board_row,
         PROBE_SHAPE,

@@ -24,7 +24,7 @@ from benchmarks_app.formatting import TIED_MARK, interval_text, rank_range_text
 from benchmarks_app.models import Benchmark, Phase, ProbeSuite
 from benchmarks_app.models.boards import ProbeBoardRow
 from benchmarks_app.models.runs import ACTIVE_STATUSES
-from benchmarks_app.selectors.board_marks import PROBE_SHAPE
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, light_fields
 from benchmarks_app.selectors.judge_agreement import probe_board_agreement
 from benchmarks_app.selectors.leaderboards import own_submissions
 from benchmarks_app.selectors.phases import phase_dates
@@ -246,7 +246,9 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
             slug = slugs[name] if position == 0 else f"{slugs[name]}-{version[:8] or 'legacy'}"
             table = BoardTable(
                 request,
-                rows.filter(suite_id=suite_id, suite_version=version).values(*ROW_COLUMNS),
+                rows.filter(suite_id=suite_id, suite_version=version).values(
+                    *ROW_COLUMNS, *light_fields(PROBE_SHAPE)
+                ),
                 LEADERBOARD_COLUMNS,
                 ordering=BOARD_ORDERING,
                 row=board_row,

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from benchmarks_app.bench.api import seed_leaderboards
 from benchmarks_app.models import ChecklistBoardRow, ProbeBoardRow
 from benchmarks_app.models.audit import AuditBoardRow
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, attach_marks
 from benchmarks_app.selectors.checklist import checklist_leaderboard
 from benchmarks_app.selectors.probes import probe_leaderboard
 from benchmarks_app.services.boards import boards_missing
@@ -18,7 +19,10 @@ pytestmark = pytest.mark.django_db
 
 def _boards() -> tuple[list, list, list]:
     return (
-        list(AuditBoardRow.objects.order_by("pk").values_list("scanner__name", "rank")),
+        [
+            (r.scanner.name, r.rank)
+            for r in attach_marks(AUDIT_SHAPE, list(AuditBoardRow.objects.order_by("scanner")))
+        ],
         [(r["model"], r["rank"]) for r in probe_leaderboard(suite_name="bench-suite")],
         [(r["team"], r["rank"]) for r in checklist_leaderboard(challenge_slug="bench")],
     )

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from benchmarks_app.bench.boards_audit import seed_audit_board
 from benchmarks_app.models import Scanner
 from benchmarks_app.models.audit import AuditBoardRow
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, own_order
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +44,9 @@ def test_the_default_order_is_the_board_order_and_pages_do_not_overlap(api: APIC
     seed_audit_board(40)
     rows = every_row(api)
     stored = list(
-        AuditBoardRow.objects.order_by("position").values_list("scanner__name", flat=True)
+        AuditBoardRow.objects.order_by(*own_order(AUDIT_SHAPE)).values_list(
+            "scanner__name", flat=True
+        )
     )
     assert [r["scanner"] for r in rows] == stored and len(set(stored)) == 40
     ranked = [r["rank"] for r in rows if r["complete"]]

@@ -18,6 +18,7 @@ from benchmarks_app.demo import SAMPLE_DATA
 from benchmarks_app.models import EvaluationRun, JudgeCall
 from benchmarks_app.models.audit import AuditBoardRow, AuditDataset
 from benchmarks_app.selectors.audit import run_judge_calls
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, attach_marks
 from benchmarks_app.services.audit import audit_board_refresh_for_run
 from benchmarks_app.services.runs import run_wait
 
@@ -191,4 +192,5 @@ def test_identical_numbers_keep_their_interval_across_refreshes(tmp_path: Path) 
     audit_board_refresh_for_run(run=run)
     again = AuditBoardRow.objects.get(scanner__name="baseline")
     assert (again.ci_low, again.ci_high, again.ci_seed, again.ci_resamples) == before
+    attach_marks(AUDIT_SHAPE, [again])
     assert (before[3] or 0) >= 1000 and again.rank == 1 and again.is_complete

@@ -10,6 +10,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from benchmarks_app.models.audit import AuditBoardRow
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, own_order
 from benchmarks_app.selectors.paired import BoardKey, board_items
 from benchmarks_app.services.paired import board_paired_refresh
 from tests.benchmarks_app.audit.test_boards import AUDIT, SLUG, leaderboard_json, submit_dataset
@@ -23,7 +24,7 @@ def test_audit_items_reproduce_the_board_and_identical_scanners_tie(user: Any) -
     api.force_authenticate(user)
     submit_dataset(api, "tool-a")
     submit_dataset(api, "tool-b")
-    rows = list(AuditBoardRow.objects.filter(phase=None).order_by("position"))
+    rows = list(AuditBoardRow.objects.filter(phase=None).order_by(*own_order(AUDIT_SHAPE)))
     assert len(rows) == 2
     key = BoardKey("audit", rows[0].release_id, None, rows[0].judge)
     items = board_items("audit", [r.pk for r in rows])
@@ -35,7 +36,7 @@ def test_audit_items_reproduce_the_board_and_identical_scanners_tie(user: Any) -
         assert value == pytest.approx(row.f1_with_partial)
     result = board_paired_refresh(board=key)
     assert (result.ranked, result.marked, result.tested_pairs) == (2, 2, 1)
-    a, b = AuditBoardRow.objects.filter(phase=None).order_by("position")
+    a, b = AuditBoardRow.objects.filter(phase=None).order_by(*own_order(AUDIT_SHAPE))
     assert (a.paired_rank_low, a.paired_rank_high, a.paired_tied) == (1, 2, False)
     assert (b.paired_rank_low, b.paired_rank_high, b.paired_tied) == (1, 2, True)
     document = leaderboard_json()

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from benchmarks_app.models import ChecklistScore, ChecklistSubmission, EvaluationRun
 from benchmarks_app.models.boards import ChecklistBoardRow
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, attach_marks
 from benchmarks_app.selectors.checklist import checklist_leaderboard
 from benchmarks_app.services.checklist import (
     checklist_board_refresh,
@@ -47,7 +48,10 @@ def test_one_row_per_team_best_entry_ranked_like_before() -> None:
     scored(b, 0.7, 0.9)  # same S, higher C_G: first
     early, _ = scored(c, 0.7, 0.6, minutes=30)  # same S and C_G, earlier: before alpha
     assert checklist_board_refresh(challenge=challenge, phase=None) == 3
-    rows = list(ChecklistBoardRow.objects.filter(challenge=challenge).order_by("position"))
+    rows = attach_marks(
+        CHECKLIST_SHAPE,
+        list(ChecklistBoardRow.objects.filter(challenge=challenge).order_by("sort_a", "sort_b")),
+    )
     assert [(r.team.name, r.position, r.rank) for r in rows] == [
         ("beta", 1, 1),
         ("gamma", 2, 2),
@@ -125,9 +129,11 @@ def test_api_pages_in_sql_with_constant_queries() -> None:
         body = api.get(url, {"challenge": "paged", "page_size": 2, "page": 3}).json()
     assert len(small.captured_queries) == len(large.captured_queries)
     page_sql = [q["sql"] for q in large.captured_queries if "checklistboardrow" in q["sql"]]
-    # A count, the page's ids with LIMIT/OFFSET, then those rows: never the whole board.
-    assert len(page_sql) == 3 and "COUNT(" in page_sql[0]
+    # A count, the page's ids with LIMIT/OFFSET, those rows, then their places and ranks
+    # (counts over the board's indexes between the page's rows): never the whole board.
+    assert len(page_sql) == 4 and "COUNT(" in page_sql[0]
     assert "LIMIT 2 OFFSET 4" in page_sql[1] and " IN (" in page_sql[2]
+    assert page_sql[3].startswith("SELECT (SELECT COUNT(*)")
     assert body["count"] == 44 and [r["rank"] for r in body["results"]] == [5, 6]
     ordered = api.get(url, {"challenge": "paged", "ordering": "-team", "page_size": 3}).json()
     assert [r["team"] for r in ordered["results"]] == ["t043", "t042", "t041"]

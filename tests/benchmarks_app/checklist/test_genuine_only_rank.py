@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks_app.models import ChecklistScore, EvaluationRun
 from benchmarks_app.models.boards import ChecklistBoardRow
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, attach_marks
 from benchmarks_app.services.checklist import checklist_board_refresh
 from scoring.stats import board_ranks
 from tests.factories.checklist import ChallengeFactory, ChecklistSubmissionFactory, TeamFactory
@@ -51,10 +52,8 @@ def test_genuine_only_entry_is_below_an_uncertain_positive_s_and_not_tied() -> N
         ci=_ci(0.0, 0.0),
     )
     checklist_board_refresh(challenge=challenge, phase=None)
-    rows = {
-        r.team.name: r
-        for r in ChecklistBoardRow.objects.filter(challenge=challenge).select_related("team")
-    }
+    stored = ChecklistBoardRow.objects.filter(challenge=challenge).select_related("team")
+    rows = {r.team.name: r for r in attach_marks(CHECKLIST_SHAPE, list(stored))}
     top, g1, g2 = rows["triplet"], rows["genuine"], rows["genuine2"]
     assert (top.rank, top.rank_low, top.rank_high, top.tied) == (1, 1, 1, False)
     assert (g1.rank, g1.rank_low, g1.rank_high, g1.tied) == (2, 2, 3, False)

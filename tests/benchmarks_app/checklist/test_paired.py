@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks_app.models import ChecklistBoardRow, PairedRefresh
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, own_order
 from benchmarks_app.selectors.paired import board_items
 from benchmarks_app.services.checklist import (
     checklist_submission_assess,
@@ -26,7 +27,7 @@ def test_two_teams_with_the_same_papers_tie_by_the_paired_rule(
         with django_capture_on_commit_callbacks(execute=True):
             sub = checklist_submission_create(team=m.team, user=m.user, files=demo_triplet)
             checklist_submission_assess(submission=sub, user=m.user)
-    rows = list(ChecklistBoardRow.objects.order_by("position"))
+    rows = list(ChecklistBoardRow.objects.order_by(*own_order(CHECKLIST_SHAPE)))
     assert len(rows) == 2
     items = board_items("checklist", [r.pk for r in rows])
     for row in rows:

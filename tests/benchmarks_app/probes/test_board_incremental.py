@@ -1,5 +1,7 @@
-"""Issue 25: a probe run's end updates its model's row and the rows that move, and the board
-equals, field by field, what a full rebuild (``probe_board_refresh``) writes."""
+"""Issue 25: a probe run's end updates its model's row (and at most two neighbours' ties), and
+the board equals, field by field, what a full rebuild (``probe_board_refresh``) writes; the
+places and ranks read from it (counted, or in memory) equal ``board_ranks`` over its rows in
+the board's order (resilience, missing last; pass rate; name)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, own_order
 from benchmarks_app.services.probes.boards import probe_board_refresh, probe_board_refresh_for_run
+from scoring.stats import board_ranks
+from tests.benchmarks_app.board_marks_check import read_marks
 
 pytestmark = pytest.mark.django_db
 
@@ -28,15 +33,42 @@ FIELDS = [
     for f in ProbeBoardRow._meta.concrete_fields
     if f.attname not in ("id", "computed_at", "scored_at")
 ]
-MARKS = ("position", "rank", "rank_low", "rank_high", "tied")
 
 
 def snapshot(suite: ProbeSuite) -> list[dict[str, Any]]:
     return list(
         ProbeBoardRow.objects.filter(suite=suite)
-        .order_by("suite_version", "position")
+        .order_by("suite_version", *own_order(PROBE_SHAPE))
         .values(*FIELDS)
     )
+
+
+def marks_match_the_definition(suite: ProbeSuite, version: str) -> None:
+    rows = list(
+        ProbeBoardRow.objects.filter(suite=suite, suite_version=version, phase=None).values(
+            "pk", "model_name", "resilience_index", "pass_rate", "ci_low", "ci_high", "tied"
+        )
+    )
+    rows.sort(
+        key=lambda r: (
+            r["resilience_index"] is None,
+            -(r["resilience_index"] or 0.0),
+            -(r["pass_rate"] or 0.0),
+            r["model_name"],
+        )
+    )
+    definition = board_ranks([(r["resilience_index"], r["ci_low"], r["ci_high"]) for r in rows])
+    read = read_marks(PROBE_SHAPE, {"suite": suite.pk, "suite_version": version, "phase": None})
+    for place, (row, mark) in enumerate(zip(rows, definition, strict=True), start=1):
+        got = read[row["pk"]]
+        ranked = row["resilience_index"] is not None
+        assert (got.position, got.rank, got.rank_low, got.rank_high, row["tied"]) == (
+            place,
+            place if ranked else None,
+            mark.rank_low,
+            mark.rank_high,
+            mark.tied,
+        )
 
 
 def full_rebuild(suite: ProbeSuite) -> list[dict[str, Any]]:
@@ -111,9 +143,17 @@ def test_run_ends_give_the_board_a_full_rebuild_gives(steps: list[tuple[Any, ...
             probe_board_refresh_for_run(run=run_end(submission, version, value, passed, half))
             after = snapshot(suite)
             assert after == full_rebuild(suite)
-            # Rows of the other version's board are never touched.
+            for board_version in ("v1", "v2"):
+                marks_match_the_definition(suite, board_version)
+            # Rows of the other version's board are never touched; on this board, the
+            # model's row and at most two others' ties.
+            touched = []
             for row in after:
                 old = before.get((row["suite_version"], row["model_name"]))
                 if row["suite_version"] != version:
-                    assert old is not None and all(old[m] == row[m] for m in MARKS)
+                    assert old == row
+                elif row["model_name"] != submission.model_name and old != row:
+                    assert old is not None and {f for f in FIELDS if old[f] != row[f]} == {"tied"}
+                    touched.append(row["model_name"])
+            assert len(touched) <= 2
         transaction.set_rollback(True)

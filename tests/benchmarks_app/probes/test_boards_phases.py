@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from benchmarks_app.bench.api import seed_leaderboards
 from benchmarks_app.models import ProbeSuite, ResponseSubmission
 from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks
 from benchmarks_app.selectors.probes import probe_leaderboard, probe_report
 from benchmarks_app.services.phases import phase_create, phase_hide, phase_reveal
 from benchmarks_app.services.probes import (
@@ -50,7 +51,10 @@ def test_rows_are_written_when_runs_end_and_read_in_one_query(
     scored, submit, django_assert_num_queries
 ):
     good, bad = scored
-    rows = ProbeBoardRow.objects.filter(suite__name="mini", phase=None).order_by("position")
+    rows = attach_marks(
+        PROBE_SHAPE,
+        list(ProbeBoardRow.objects.filter(suite__name="mini", phase=None).order_by("sort_a")),
+    )
     assert [(r.model_name, r.position, r.run_id) for r in rows] == [
         ("good-model", 1, good.pk),
         ("bad-model", 2, bad.pk),
@@ -60,7 +64,8 @@ def test_rows_are_written_when_runs_end_and_read_in_one_query(
     assert ProbeBoardRow.objects.filter(model_name="bad-model").get().run_id == again.pk
     for i in range(5):
         submit(suite_name="mini", model_name=f"extra-{i}", text=responses_jsonl(BAD))
-    with django_assert_num_queries(1):
+    # The rows, then their places and ranks (one statement of counts).
+    with django_assert_num_queries(2):
         board = probe_leaderboard(suite_name="mini")
     assert len(board) == 7 and [r["rank"] for r in board] == list(range(1, 8))
     assert {"is_baseline", "phase", "method_name", "method_url"} <= set(board[0])

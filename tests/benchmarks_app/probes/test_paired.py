@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from benchmarks_app.models import PairedRefresh, ProbeRunReport
 from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks
 from benchmarks_app.selectors.paired import BoardKey
 from benchmarks_app.services.paired import (
     board_paired_refresh,
@@ -28,7 +29,8 @@ URL = "/api/boards/compare/"
 
 
 def _rows() -> dict[str, ProbeBoardRow]:
-    return {r.model_name: r for r in ProbeBoardRow.objects.filter(phase=None)}
+    rows = attach_marks(PROBE_SHAPE, list(ProbeBoardRow.objects.filter(phase=None)))
+    return {r.model_name: r for r in rows}
 
 
 def test_a_run_end_writes_paired_marks_through_the_task(scored, submit):
