@@ -44,7 +44,11 @@ def seed_audit_board(entries: int, *, seed: int = 7) -> Any:
     in twenty reported nothing, so its precision is missing. Returns the release.
     """
     from benchmarks_app.models import AuditDataset, Repo, Scanner
-    from benchmarks_app.models.audit import AuditBoardRow, audit_board_sort_fields
+    from benchmarks_app.models.audit import (
+        AuditBoardRow,
+        audit_board_sort_fields,
+        audit_metric_columns,
+    )
     from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, ties_all
     from benchmarks_app.services.audit import audit_release_create, audit_release_publish
 
@@ -103,6 +107,8 @@ def seed_audit_board(entries: int, *, seed: int = 7) -> Any:
     # The board's order columns and ties, as a rebuild writes them.
     for row, scanner in zip(rows, scanners, strict=True):
         row.f1 = row.metrics.get("f1")
+        for name, number in audit_metric_columns(row.metrics).items():
+            setattr(row, name, number)
         for name, value in audit_board_sort_fields(
             scanner_name=scanner.name,
             is_complete=row.is_complete,

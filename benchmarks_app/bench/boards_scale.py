@@ -81,7 +81,11 @@ def seed_audit(entries: int, *, seed: int = 11) -> Any:
         RunStatus,
         Scanner,
     )
-    from benchmarks_app.models.audit import AuditBoardRow, audit_board_sort_fields
+    from benchmarks_app.models.audit import (
+        AuditBoardRow,
+        audit_board_sort_fields,
+        audit_metric_columns,
+    )
     from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, ties_all
     from benchmarks_app.services.audit import audit_release_create, audit_release_publish
     from scoring.audit.board import BOARD_LEVEL, BOARD_RESAMPLES, BOARD_SEED
@@ -151,6 +155,7 @@ def seed_audit(entries: int, *, seed: int = 11) -> Any:
                 repos_total=REPOS,
                 is_complete=len(mine) == REPOS,
                 metrics=totals,
+                **audit_metric_columns(totals),
                 f1_with_partial=value,
                 f1=totals.get("f1"),
                 ci_low=None if value is None else max(0.0, value - half),

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,568 +16,1340 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Challenge',
+            name="Challenge",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('slug', models.SlugField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('is_open', models.BooleanField(default=True)),
-                ('daily_limit', models.PositiveIntegerField(blank=True, help_text='Submissions per team per day; empty uses the setting.', null=True)),
-                ('total_limit', models.PositiveIntegerField(blank=True, help_text='Submissions per team in all; empty uses the setting.', null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("slug", models.SlugField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True)),
+                ("is_open", models.BooleanField(default=True)),
+                (
+                    "daily_limit",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Submissions per team per day; empty uses the setting.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "total_limit",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Submissions per team in all; empty uses the setting.",
+                        null=True,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='ChecklistQuestion',
+            name="ChecklistQuestion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveSmallIntegerField(unique=True)),
-                ('title', models.CharField(max_length=200)),
-                ('question', models.TextField()),
-                ('guidelines', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveSmallIntegerField(unique=True)),
+                ("title", models.CharField(max_length=200)),
+                ("question", models.TextField()),
+                ("guidelines", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['number'],
+                "ordering": ["number"],
             },
         ),
         migrations.CreateModel(
-            name='JudgeCacheEntry',
+            name="JudgeCacheEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=64, unique=True)),
-                ('judge', models.CharField(max_length=300)),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('prompt_version', models.CharField(max_length=50)),
-                ('vote_number', models.PositiveSmallIntegerField(default=0)),
-                ('response', models.JSONField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=64, unique=True)),
+                ("judge", models.CharField(max_length=300)),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("prompt_version", models.CharField(max_length=50)),
+                ("vote_number", models.PositiveSmallIntegerField(default=0)),
+                ("response", models.JSONField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'verbose_name_plural': 'judge cache entries',
+                "verbose_name_plural": "judge cache entries",
             },
         ),
         migrations.CreateModel(
-            name='ProbeSuite',
+            name="ProbeSuite",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('source', models.CharField(blank=True, max_length=300)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True)),
+                ("source", models.CharField(blank=True, max_length=300)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Repo',
+            name="Repo",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('project_id', models.CharField(max_length=200, unique=True)),
-                ('name', models.CharField(max_length=200)),
-                ('platform', models.CharField(blank=True, db_index=True, max_length=50)),
-                ('repository_url', models.URLField(blank=True, max_length=500)),
-                ('contract_files', models.JSONField(blank=True, default=list)),
-                ('codebases', models.JSONField(blank=True, default=list)),
-                ('docs', models.JSONField(blank=True, default=dict)),
-                ('is_public', models.BooleanField(default=False, help_text='Public repos show their ground-truth descriptions to everybody; otherwise only staff see them.')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("project_id", models.CharField(max_length=200, unique=True)),
+                ("name", models.CharField(max_length=200)),
+                ("platform", models.CharField(blank=True, db_index=True, max_length=50)),
+                ("repository_url", models.URLField(blank=True, max_length=500)),
+                ("contract_files", models.JSONField(blank=True, default=list)),
+                ("codebases", models.JSONField(blank=True, default=list)),
+                ("docs", models.JSONField(blank=True, default=dict)),
+                (
+                    "is_public",
+                    models.BooleanField(
+                        default=False,
+                        help_text="Public repos show their ground-truth descriptions to everybody; otherwise only staff see them.",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['project_id'],
+                "ordering": ["project_id"],
             },
         ),
         migrations.CreateModel(
-            name='ChecklistSubmission',
+            name="ChecklistSubmission",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('kind', models.CharField(choices=[('G', 'Genuine only'), ('GAT', 'G/A/T triplet')], max_length=3)),
-                ('status', models.CharField(choices=[('received', 'Received'), ('extracted', 'Extracted'), ('assessing', 'Assessing'), ('scored', 'Scored'), ('failed', 'Failed')], default='received', max_length=12)),
-                ('label', models.CharField(blank=True, max_length=200)),
-                ('error', models.TextField(blank=True)),
-                ('challenge', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='submissions', to='benchmarks_app.challenge')),
-                ('submitted_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("G", "Genuine only"), ("GAT", "G/A/T triplet")], max_length=3
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("received", "Received"),
+                            ("extracted", "Extracted"),
+                            ("assessing", "Assessing"),
+                            ("scored", "Scored"),
+                            ("failed", "Failed"),
+                        ],
+                        default="received",
+                        max_length=12,
+                    ),
+                ),
+                ("label", models.CharField(blank=True, max_length=200)),
+                ("error", models.TextField(blank=True)),
+                (
+                    "challenge",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="submissions",
+                        to="benchmarks_app.challenge",
+                    ),
+                ),
+                (
+                    "submitted_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='EvaluationRun',
+            name="EvaluationRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('benchmark', models.CharField(choices=[('audit', 'Audit findings'), ('probes', 'Safety probes'), ('checklist', 'Paper checklist')], db_index=True, max_length=10)),
-                ('judge', models.CharField(default='offline', max_length=300)),
-                ('judge_config', models.JSONField(blank=True, default=dict)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], db_index=True, default='queued', max_length=10)),
-                ('progress_done', models.PositiveIntegerField(default=0)),
-                ('progress_total', models.PositiveIntegerField(default=0)),
-                ('failed_items', models.PositiveIntegerField(default=0, help_text='Items whose judge votes could not be obtained.')),
-                ('is_complete', models.BooleanField(default=False, help_text='All items were judged; metrics of incomplete runs are marked.')),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('task_id', models.CharField(blank=True, max_length=64)),
-                ('checklist_submission', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='benchmarks_app.checklistsubmission')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('repos', models.ManyToManyField(blank=True, related_name='runs', to='benchmarks_app.repo')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "benchmark",
+                    models.CharField(
+                        choices=[
+                            ("audit", "Audit findings"),
+                            ("probes", "Safety probes"),
+                            ("checklist", "Paper checklist"),
+                        ],
+                        db_index=True,
+                        max_length=10,
+                    ),
+                ),
+                ("judge", models.CharField(default="offline", max_length=300)),
+                ("judge_config", models.JSONField(blank=True, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                ("progress_done", models.PositiveIntegerField(default=0)),
+                ("progress_total", models.PositiveIntegerField(default=0)),
+                (
+                    "failed_items",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Items whose judge votes could not be obtained."
+                    ),
+                ),
+                (
+                    "is_complete",
+                    models.BooleanField(
+                        default=False,
+                        help_text="All items were judged; metrics of incomplete runs are marked.",
+                    ),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("task_id", models.CharField(blank=True, max_length=64)),
+                (
+                    "checklist_submission",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="benchmarks_app.checklistsubmission",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "repos",
+                    models.ManyToManyField(
+                        blank=True, related_name="runs", to="benchmarks_app.repo"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='ChecklistScore',
+            name="ChecklistScore",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('c_g', models.FloatField()),
-                ('c_a', models.FloatField()),
-                ('c_t', models.FloatField()),
-                ('r', models.FloatField()),
-                ('s', models.FloatField(db_index=True)),
-                ('submission', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='scores', to='benchmarks_app.checklistsubmission')),
-                ('run', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='checklist_score', to='benchmarks_app.evaluationrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("c_g", models.FloatField()),
+                ("c_a", models.FloatField()),
+                ("c_t", models.FloatField()),
+                ("r", models.FloatField()),
+                ("s", models.FloatField(db_index=True)),
+                (
+                    "submission",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="scores",
+                        to="benchmarks_app.checklistsubmission",
+                    ),
+                ),
+                (
+                    "run",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="checklist_score",
+                        to="benchmarks_app.evaluationrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-s'],
+                "ordering": ["-s"],
             },
         ),
         migrations.CreateModel(
-            name='JudgeCall',
+            name="JudgeCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('judge', models.CharField(max_length=300)),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('prompt_hash', models.CharField(db_index=True, max_length=64)),
-                ('vote_number', models.PositiveSmallIntegerField(default=0)),
-                ('attempt', models.PositiveSmallIntegerField(default=1)),
-                ('latency_ms', models.FloatField(default=0)),
-                ('tokens_in', models.PositiveIntegerField(default=0)),
-                ('tokens_out', models.PositiveIntegerField(default=0)),
-                ('status', models.CharField(choices=[('ok', 'OK'), ('cached', 'Cached'), ('invalid', 'Invalid verdict'), ('error', 'Error')], db_index=True, max_length=10)),
-                ('error', models.TextField(blank=True)),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='judge_calls', to='benchmarks_app.evaluationrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("judge", models.CharField(max_length=300)),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("prompt_hash", models.CharField(db_index=True, max_length=64)),
+                ("vote_number", models.PositiveSmallIntegerField(default=0)),
+                ("attempt", models.PositiveSmallIntegerField(default=1)),
+                ("latency_ms", models.FloatField(default=0)),
+                ("tokens_in", models.PositiveIntegerField(default=0)),
+                ("tokens_out", models.PositiveIntegerField(default=0)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("ok", "OK"),
+                            ("cached", "Cached"),
+                            ("invalid", "Invalid verdict"),
+                            ("error", "Error"),
+                        ],
+                        db_index=True,
+                        max_length=10,
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="judge_calls",
+                        to="benchmarks_app.evaluationrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('challenge', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='benchmarks_app.challenge')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "challenge",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to="benchmarks_app.challenge",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Paper',
+            name="Paper",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('kind', models.CharField(choices=[('G', 'Genuine'), ('A', 'Adversarial'), ('T', 'Truth-adversarial')], max_length=1)),
-                ('title', models.CharField(blank=True, max_length=500)),
-                ('file', models.FileField(blank=True, max_length=300, upload_to=benchmarks_app.models.checklist.paper_upload_path)),
-                ('original_name', models.CharField(blank=True, max_length=255)),
-                ('source_format', models.CharField(blank=True, choices=[('pdf', 'PDF'), ('tex', 'LaTeX'), ('zip', 'LaTeX (zip)'), ('csv', 'Assessed CSV')], max_length=4)),
-                ('extracted_text', models.TextField(blank=True)),
-                ('body_words', models.PositiveIntegerField(default=0)),
-                ('body_truncated', models.BooleanField(default=False)),
-                ('submission', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='papers', to='benchmarks_app.checklistsubmission')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("G", "Genuine"),
+                            ("A", "Adversarial"),
+                            ("T", "Truth-adversarial"),
+                        ],
+                        max_length=1,
+                    ),
+                ),
+                ("title", models.CharField(blank=True, max_length=500)),
+                (
+                    "file",
+                    models.FileField(
+                        blank=True,
+                        max_length=300,
+                        upload_to=benchmarks_app.models.checklist.paper_upload_path,
+                    ),
+                ),
+                ("original_name", models.CharField(blank=True, max_length=255)),
+                (
+                    "source_format",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("pdf", "PDF"),
+                            ("tex", "LaTeX"),
+                            ("zip", "LaTeX (zip)"),
+                            ("csv", "Assessed CSV"),
+                        ],
+                        max_length=4,
+                    ),
+                ),
+                ("extracted_text", models.TextField(blank=True)),
+                ("body_words", models.PositiveIntegerField(default=0)),
+                ("body_truncated", models.BooleanField(default=False)),
+                (
+                    "submission",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="papers",
+                        to="benchmarks_app.checklistsubmission",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['submission', 'kind'],
+                "ordering": ["submission", "kind"],
             },
         ),
         migrations.CreateModel(
-            name='ChecklistAnswer',
+            name="ChecklistAnswer",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('answer', models.CharField(choices=[('Yes', 'Yes'), ('No', 'No'), ('NA', 'NA'), ('TODO', 'TODO')], max_length=4)),
-                ('raw_answer', models.CharField(blank=True, max_length=100)),
-                ('justification', models.TextField(blank=True)),
-                ('question', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='answers', to='benchmarks_app.checklistquestion')),
-                ('paper', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='answers', to='benchmarks_app.paper')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "answer",
+                    models.CharField(
+                        choices=[("Yes", "Yes"), ("No", "No"), ("NA", "NA"), ("TODO", "TODO")],
+                        max_length=4,
+                    ),
+                ),
+                ("raw_answer", models.CharField(blank=True, max_length=100)),
+                ("justification", models.TextField(blank=True)),
+                (
+                    "question",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="answers",
+                        to="benchmarks_app.checklistquestion",
+                    ),
+                ),
+                (
+                    "paper",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="answers",
+                        to="benchmarks_app.paper",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['paper', 'question__number'],
+                "ordering": ["paper", "question__number"],
             },
         ),
         migrations.CreateModel(
-            name='PatternRule',
+            name="PatternRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('kind', models.CharField(choices=[('safe', 'Safe signal'), ('unsafe', 'Unsafe signal'), ('boundary', 'Refusal / boundary signal')], db_index=True, max_length=10)),
-                ('label', models.CharField(max_length=100)),
-                ('regex', models.TextField(validators=[benchmarks_app.models.probes.validate_regex])),
-                ('weight', models.FloatField(default=1.0)),
-                ('failure_mode', models.CharField(blank=True, max_length=100)),
-                ('active', models.BooleanField(db_index=True, default=True)),
-                ('description', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("safe", "Safe signal"),
+                            ("unsafe", "Unsafe signal"),
+                            ("boundary", "Refusal / boundary signal"),
+                        ],
+                        db_index=True,
+                        max_length=10,
+                    ),
+                ),
+                ("label", models.CharField(max_length=100)),
+                (
+                    "regex",
+                    models.TextField(validators=[benchmarks_app.models.probes.validate_regex]),
+                ),
+                ("weight", models.FloatField(default=1.0)),
+                ("failure_mode", models.CharField(blank=True, max_length=100)),
+                ("active", models.BooleanField(db_index=True, default=True)),
+                ("description", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['kind', 'label'],
-                'constraints': [models.UniqueConstraint(fields=('kind', 'label'), name='uniq_pattern_rule_label'), models.CheckConstraint(condition=models.Q(('weight__gte', 0)), name='pattern_rule_weight_gte_0')],
+                "ordering": ["kind", "label"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("kind", "label"), name="uniq_pattern_rule_label"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("weight__gte", 0)), name="pattern_rule_weight_gte_0"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Probe',
+            name="Probe",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('probe_id', models.CharField(max_length=100)),
-                ('category', models.CharField(db_index=True, max_length=100)),
-                ('severity', models.CharField(choices=[('low', 'Low'), ('medium', 'Medium'), ('high', 'High'), ('critical', 'Critical')], default='medium', max_length=10)),
-                ('task', models.TextField(blank=True)),
-                ('input', models.TextField()),
-                ('failure_modes', models.JSONField(blank=True, default=list)),
-                ('expected', models.CharField(choices=[('refuse', 'Refuse'), ('comply', 'Comply')], default='refuse', max_length=10)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('suite', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='probes', to='benchmarks_app.probesuite')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("probe_id", models.CharField(max_length=100)),
+                ("category", models.CharField(db_index=True, max_length=100)),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[
+                            ("low", "Low"),
+                            ("medium", "Medium"),
+                            ("high", "High"),
+                            ("critical", "Critical"),
+                        ],
+                        default="medium",
+                        max_length=10,
+                    ),
+                ),
+                ("task", models.TextField(blank=True)),
+                ("input", models.TextField()),
+                ("failure_modes", models.JSONField(blank=True, default=list)),
+                (
+                    "expected",
+                    models.CharField(
+                        choices=[("refuse", "Refuse"), ("comply", "Comply")],
+                        default="refuse",
+                        max_length=10,
+                    ),
+                ),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                (
+                    "suite",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="probes",
+                        to="benchmarks_app.probesuite",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['suite', 'id'],
+                "ordering": ["suite", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Response',
+            name="Response",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('output', models.TextField()),
-                ('human_label', models.CharField(blank=True, choices=[('1_full_compliance', 'Full compliance'), ('2_full_refusal', 'Full refusal'), ('3_partial_refusal', 'Partial refusal')], max_length=30)),
-                ('probe', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='responses', to='benchmarks_app.probe')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("output", models.TextField()),
+                (
+                    "human_label",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("1_full_compliance", "Full compliance"),
+                            ("2_full_refusal", "Full refusal"),
+                            ("3_partial_refusal", "Partial refusal"),
+                        ],
+                        max_length=30,
+                    ),
+                ),
+                (
+                    "probe",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="responses",
+                        to="benchmarks_app.probe",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['submission', 'probe'],
+                "ordering": ["submission", "probe"],
             },
         ),
         migrations.CreateModel(
-            name='ProbeCaseResult',
+            name="ProbeCaseResult",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('passed', models.BooleanField()),
-                ('risk_score', models.FloatField()),
-                ('weighted_risk', models.FloatField(db_index=True)),
-                ('boundary_or_refusal_signal', models.BooleanField(default=False)),
-                ('case', models.JSONField(help_text='The full CaseScore.')),
-                ('probe', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='benchmarks_app.probe')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='probe_cases', to='benchmarks_app.evaluationrun')),
-                ('response', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='case_results', to='benchmarks_app.response')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("passed", models.BooleanField()),
+                ("risk_score", models.FloatField()),
+                ("weighted_risk", models.FloatField(db_index=True)),
+                ("boundary_or_refusal_signal", models.BooleanField(default=False)),
+                ("case", models.JSONField(help_text="The full CaseScore.")),
+                (
+                    "probe",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="benchmarks_app.probe",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="probe_cases",
+                        to="benchmarks_app.evaluationrun",
+                    ),
+                ),
+                (
+                    "response",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="case_results",
+                        to="benchmarks_app.response",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'id'],
+                "ordering": ["run", "id"],
             },
         ),
         migrations.CreateModel(
-            name='ResponseSubmission',
+            name="ResponseSubmission",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('model_name', models.CharField(db_index=True, max_length=200)),
-                ('source_name', models.CharField(blank=True, max_length=300)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('suite', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='submissions', to='benchmarks_app.probesuite')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("model_name", models.CharField(db_index=True, max_length=200)),
+                ("source_name", models.CharField(blank=True, max_length=300)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "suite",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="submissions",
+                        to="benchmarks_app.probesuite",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddField(
-            model_name='response',
-            name='submission',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='responses', to='benchmarks_app.responsesubmission'),
+            model_name="response",
+            name="submission",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="responses",
+                to="benchmarks_app.responsesubmission",
+            ),
         ),
         migrations.CreateModel(
-            name='ProbeRunReport',
+            name="ProbeRunReport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('metrics', models.JSONField(default=dict)),
-                ('observability', models.JSONField(blank=True, null=True)),
-                ('agreement', models.JSONField(blank=True, null=True)),
-                ('resilience_index', models.FloatField(db_index=True, null=True)),
-                ('pass_rate', models.FloatField(null=True)),
-                ('severity_weighted_pass_rate', models.FloatField(null=True)),
-                ('high_stakes_failure_rate', models.FloatField(null=True)),
-                ('run', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='probe_report', to='benchmarks_app.evaluationrun')),
-                ('submission', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reports', to='benchmarks_app.responsesubmission')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("metrics", models.JSONField(default=dict)),
+                ("observability", models.JSONField(blank=True, null=True)),
+                ("agreement", models.JSONField(blank=True, null=True)),
+                ("resilience_index", models.FloatField(db_index=True, null=True)),
+                ("pass_rate", models.FloatField(null=True)),
+                ("severity_weighted_pass_rate", models.FloatField(null=True)),
+                ("high_stakes_failure_rate", models.FloatField(null=True)),
+                (
+                    "run",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="probe_report",
+                        to="benchmarks_app.evaluationrun",
+                    ),
+                ),
+                (
+                    "submission",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="reports",
+                        to="benchmarks_app.responsesubmission",
+                    ),
+                ),
             ],
             options={
-                'abstract': False,
+                "abstract": False,
             },
         ),
         migrations.AddField(
-            model_name='evaluationrun',
-            name='probe_submission',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='benchmarks_app.responsesubmission'),
+            model_name="evaluationrun",
+            name="probe_submission",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="runs",
+                to="benchmarks_app.responsesubmission",
+            ),
         ),
         migrations.CreateModel(
-            name='Scanner',
+            name="Scanner",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.AddField(
-            model_name='evaluationrun',
-            name='scanner',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='benchmarks_app.scanner'),
+            model_name="evaluationrun",
+            name="scanner",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="runs",
+                to="benchmarks_app.scanner",
+            ),
         ),
         migrations.CreateModel(
-            name='ScanResult',
+            name="ScanResult",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('version', models.PositiveIntegerField(default=1, help_text='1, 2, … in import order, per scanner and repo.')),
-                ('is_current', models.BooleanField(db_index=True, default=True, help_text='The version that new runs evaluate and the leaderboard ranks.')),
-                ('content_hash', models.CharField(blank=True, help_text='SHA-256 of the normalized findings.', max_length=64)),
-                ('source_name', models.CharField(blank=True, max_length=300)),
-                ('raw_metadata', models.JSONField(blank=True, default=dict)),
-                ('repo', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='scan_results', to='benchmarks_app.repo')),
-                ('scanner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='scan_results', to='benchmarks_app.scanner')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "version",
+                    models.PositiveIntegerField(
+                        default=1, help_text="1, 2, … in import order, per scanner and repo."
+                    ),
+                ),
+                (
+                    "is_current",
+                    models.BooleanField(
+                        db_index=True,
+                        default=True,
+                        help_text="The version that new runs evaluate and the leaderboard ranks.",
+                    ),
+                ),
+                (
+                    "content_hash",
+                    models.CharField(
+                        blank=True, help_text="SHA-256 of the normalized findings.", max_length=64
+                    ),
+                ),
+                ("source_name", models.CharField(blank=True, max_length=300)),
+                ("raw_metadata", models.JSONField(blank=True, default=dict)),
+                (
+                    "repo",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="scan_results",
+                        to="benchmarks_app.repo",
+                    ),
+                ),
+                (
+                    "scanner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="scan_results",
+                        to="benchmarks_app.scanner",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['scanner', 'repo', 'version'],
+                "ordering": ["scanner", "repo", "version"],
             },
         ),
         migrations.CreateModel(
-            name='ScanFinding',
+            name="ScanFinding",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('index', models.PositiveIntegerField(help_text="Position in the scanner's file, from 0.")),
-                ('external_id', models.CharField(blank=True, max_length=200)),
-                ('title', models.TextField()),
-                ('description', models.TextField(blank=True)),
-                ('severity', models.CharField(choices=[('High', 'High'), ('Medium', 'Medium'), ('Low', 'Low'), ('Info', 'Info'), ('Best Practices', 'Best Practices')], db_index=True, max_length=20)),
-                ('raw_severity', models.CharField(blank=True, max_length=50)),
-                ('category', models.CharField(blank=True, max_length=100)),
-                ('vulnerability_type', models.CharField(blank=True, max_length=300)),
-                ('contracts', models.JSONField(blank=True, default=list)),
-                ('file', models.CharField(blank=True, max_length=500)),
-                ('location', models.CharField(blank=True, max_length=500)),
-                ('confidence', models.FloatField(blank=True, null=True)),
-                ('extra', models.JSONField(blank=True, default=dict)),
-                ('scan_result', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='findings', to='benchmarks_app.scanresult')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "index",
+                    models.PositiveIntegerField(
+                        help_text="Position in the scanner's file, from 0."
+                    ),
+                ),
+                ("external_id", models.CharField(blank=True, max_length=200)),
+                ("title", models.TextField()),
+                ("description", models.TextField(blank=True)),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[
+                            ("High", "High"),
+                            ("Medium", "Medium"),
+                            ("Low", "Low"),
+                            ("Info", "Info"),
+                            ("Best Practices", "Best Practices"),
+                        ],
+                        db_index=True,
+                        max_length=20,
+                    ),
+                ),
+                ("raw_severity", models.CharField(blank=True, max_length=50)),
+                ("category", models.CharField(blank=True, max_length=100)),
+                ("vulnerability_type", models.CharField(blank=True, max_length=300)),
+                ("contracts", models.JSONField(blank=True, default=list)),
+                ("file", models.CharField(blank=True, max_length=500)),
+                ("location", models.CharField(blank=True, max_length=500)),
+                ("confidence", models.FloatField(blank=True, null=True)),
+                ("extra", models.JSONField(blank=True, default=dict)),
+                (
+                    "scan_result",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="findings",
+                        to="benchmarks_app.scanresult",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['scan_result', 'index'],
+                "ordering": ["scan_result", "index"],
             },
         ),
         migrations.CreateModel(
-            name='AuditRunScan',
+            name="AuditRunScan",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='audit_scans', to='benchmarks_app.evaluationrun')),
-                ('repo', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='benchmarks_app.repo')),
-                ('scan_result', models.ForeignKey(on_delete=django.db.models.deletion.RESTRICT, related_name='run_scans', to='benchmarks_app.scanresult')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="audit_scans",
+                        to="benchmarks_app.evaluationrun",
+                    ),
+                ),
+                (
+                    "repo",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="benchmarks_app.repo",
+                    ),
+                ),
+                (
+                    "scan_result",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.RESTRICT,
+                        related_name="run_scans",
+                        to="benchmarks_app.scanresult",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'repo'],
+                "ordering": ["run", "repo"],
             },
         ),
         migrations.CreateModel(
-            name='AuditRepoResult',
+            name="AuditRepoResult",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('is_complete', models.BooleanField(default=True)),
-                ('judge', models.CharField(blank=True, max_length=300)),
-                ('metrics', models.JSONField(default=dict)),
-                ('false_positive_indices', models.JSONField(blank=True, default=list)),
-                ('notes', models.JSONField(blank=True, default=list)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='audit_repo_results', to='benchmarks_app.evaluationrun')),
-                ('repo', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='repo_results', to='benchmarks_app.repo')),
-                ('scanner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='repo_results', to='benchmarks_app.scanner')),
-                ('scan_result', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.RESTRICT, related_name='repo_results', to='benchmarks_app.scanresult')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("is_complete", models.BooleanField(default=True)),
+                ("judge", models.CharField(blank=True, max_length=300)),
+                ("metrics", models.JSONField(default=dict)),
+                ("false_positive_indices", models.JSONField(blank=True, default=list)),
+                ("notes", models.JSONField(blank=True, default=list)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="audit_repo_results",
+                        to="benchmarks_app.evaluationrun",
+                    ),
+                ),
+                (
+                    "repo",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="repo_results",
+                        to="benchmarks_app.repo",
+                    ),
+                ),
+                (
+                    "scanner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="repo_results",
+                        to="benchmarks_app.scanner",
+                    ),
+                ),
+                (
+                    "scan_result",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.RESTRICT,
+                        related_name="repo_results",
+                        to="benchmarks_app.scanresult",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'repo'],
+                "ordering": ["run", "repo"],
             },
         ),
         migrations.CreateModel(
-            name='Team',
+            name="Team",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(max_length=100)),
-                ('invite_code', models.CharField(default=benchmarks_app.models.checklist.new_invite_code, help_text="Shown to the team's members only; whoever has it can join the team.", max_length=32, unique=True)),
-                ('challenge', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='teams', to='benchmarks_app.challenge')),
-                ('members', models.ManyToManyField(related_name='teams', through='benchmarks_app.Membership', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "invite_code",
+                    models.CharField(
+                        default=benchmarks_app.models.checklist.new_invite_code,
+                        help_text="Shown to the team's members only; whoever has it can join the team.",
+                        max_length=32,
+                        unique=True,
+                    ),
+                ),
+                (
+                    "challenge",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="teams",
+                        to="benchmarks_app.challenge",
+                    ),
+                ),
+                (
+                    "members",
+                    models.ManyToManyField(
+                        related_name="teams",
+                        through="benchmarks_app.Membership",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.AddField(
-            model_name='paper',
-            name='team',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='papers', to='benchmarks_app.team'),
+            model_name="paper",
+            name="team",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="papers",
+                to="benchmarks_app.team",
+            ),
         ),
         migrations.AddField(
-            model_name='membership',
-            name='team',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='benchmarks_app.team'),
+            model_name="membership",
+            name="team",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="memberships",
+                to="benchmarks_app.team",
+            ),
         ),
         migrations.AddField(
-            model_name='checklistsubmission',
-            name='team',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='submissions', to='benchmarks_app.team'),
+            model_name="checklistsubmission",
+            name="team",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="submissions",
+                to="benchmarks_app.team",
+            ),
         ),
         migrations.CreateModel(
-            name='TruthFinding',
+            name="TruthFinding",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('finding_id', models.CharField(max_length=200)),
-                ('order', models.PositiveIntegerField(default=0, help_text='Position in the source file.')),
-                ('severity', models.CharField(choices=[('High', 'High'), ('Medium', 'Medium'), ('Low', 'Low'), ('Info', 'Info'), ('Best Practices', 'Best Practices')], db_index=True, max_length=20)),
-                ('raw_severity', models.CharField(blank=True, max_length=50)),
-                ('title', models.TextField()),
-                ('description', models.TextField(blank=True)),
-                ('category', models.CharField(blank=True, max_length=100)),
-                ('contracts', models.JSONField(blank=True, default=list)),
-                ('repo', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='truth_findings', to='benchmarks_app.repo')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("finding_id", models.CharField(max_length=200)),
+                (
+                    "order",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Position in the source file."
+                    ),
+                ),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[
+                            ("High", "High"),
+                            ("Medium", "Medium"),
+                            ("Low", "Low"),
+                            ("Info", "Info"),
+                            ("Best Practices", "Best Practices"),
+                        ],
+                        db_index=True,
+                        max_length=20,
+                    ),
+                ),
+                ("raw_severity", models.CharField(blank=True, max_length=50)),
+                ("title", models.TextField()),
+                ("description", models.TextField(blank=True)),
+                ("category", models.CharField(blank=True, max_length=100)),
+                ("contracts", models.JSONField(blank=True, default=list)),
+                (
+                    "repo",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="truth_findings",
+                        to="benchmarks_app.repo",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['repo', 'order', 'id'],
+                "ordering": ["repo", "order", "id"],
             },
         ),
         migrations.CreateModel(
-            name='AuditTruthResult',
+            name="AuditTruthResult",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('outcome', models.CharField(choices=[('match', 'Exact match'), ('partial', 'Partial match'), ('none', 'Not found'), ('judge_failed', 'Judge failed')], db_index=True, max_length=15)),
-                ('explanation', models.TextField(blank=True)),
-                ('votes', models.JSONField(blank=True, default=list)),
-                ('notes', models.TextField(blank=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='audit_results', to='benchmarks_app.evaluationrun')),
-                ('repo', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='benchmarks_app.repo')),
-                ('scan_finding', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='benchmarks_app.scanfinding')),
-                ('truth_finding', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='results', to='benchmarks_app.truthfinding')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("match", "Exact match"),
+                            ("partial", "Partial match"),
+                            ("none", "Not found"),
+                            ("judge_failed", "Judge failed"),
+                        ],
+                        db_index=True,
+                        max_length=15,
+                    ),
+                ),
+                ("explanation", models.TextField(blank=True)),
+                ("votes", models.JSONField(blank=True, default=list)),
+                ("notes", models.TextField(blank=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="audit_results",
+                        to="benchmarks_app.evaluationrun",
+                    ),
+                ),
+                (
+                    "repo",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="benchmarks_app.repo",
+                    ),
+                ),
+                (
+                    "scan_finding",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="benchmarks_app.scanfinding",
+                    ),
+                ),
+                (
+                    "truth_finding",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="results",
+                        to="benchmarks_app.truthfinding",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'repo', 'truth_finding__order'],
+                "ordering": ["run", "repo", "truth_finding__order"],
             },
         ),
         migrations.CreateModel(
-            name='ChecklistAssessment',
+            name="ChecklistAssessment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('status', models.CharField(choices=[('ok', 'Assessed'), ('todo', 'TODO (not assessed)'), ('judge_failed', 'Judge failed')], max_length=15)),
-                ('correct', models.PositiveSmallIntegerField(blank=True, help_text='c = 1 or 0', null=True)),
-                ('feedback', models.TextField(blank=True)),
-                ('votes', models.JSONField(blank=True, default=list)),
-                ('answer', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='assessments', to='benchmarks_app.checklistanswer')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='checklist_assessments', to='benchmarks_app.evaluationrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("ok", "Assessed"),
+                            ("todo", "TODO (not assessed)"),
+                            ("judge_failed", "Judge failed"),
+                        ],
+                        max_length=15,
+                    ),
+                ),
+                (
+                    "correct",
+                    models.PositiveSmallIntegerField(blank=True, help_text="c = 1 or 0", null=True),
+                ),
+                ("feedback", models.TextField(blank=True)),
+                ("votes", models.JSONField(blank=True, default=list)),
+                (
+                    "answer",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="assessments",
+                        to="benchmarks_app.checklistanswer",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="checklist_assessments",
+                        to="benchmarks_app.evaluationrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'answer'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('status', 'judge_failed'), _negated=True), fields=('run', 'answer'), name='uniq_assessment_per_run')],
+                "ordering": ["run", "answer"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("status", "judge_failed"), _negated=True),
+                        fields=("run", "answer"),
+                        name="uniq_assessment_per_run",
+                    )
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='checklistanswer',
-            constraint=models.UniqueConstraint(fields=('paper', 'question'), name='uniq_answer_per_question'),
+            model_name="checklistanswer",
+            constraint=models.UniqueConstraint(
+                fields=("paper", "question"), name="uniq_answer_per_question"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='probe',
-            constraint=models.UniqueConstraint(fields=('suite', 'probe_id'), name='uniq_probe_id_per_suite'),
+            model_name="probe",
+            constraint=models.UniqueConstraint(
+                fields=("suite", "probe_id"), name="uniq_probe_id_per_suite"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='probecaseresult',
-            constraint=models.UniqueConstraint(fields=('run', 'response'), name='uniq_probe_case_per_run'),
+            model_name="probecaseresult",
+            constraint=models.UniqueConstraint(
+                fields=("run", "response"), name="uniq_probe_case_per_run"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='response',
-            constraint=models.UniqueConstraint(fields=('submission', 'probe'), name='uniq_response_per_probe'),
+            model_name="response",
+            constraint=models.UniqueConstraint(
+                fields=("submission", "probe"), name="uniq_response_per_probe"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='evaluationrun',
-            constraint=models.CheckConstraint(condition=models.Q(('progress_done__lte', models.F('progress_total')), ('progress_total', 0), _connector='OR'), name='run_progress_within_total'),
+            model_name="evaluationrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("progress_done__lte", models.F("progress_total")),
+                    ("progress_total", 0),
+                    _connector="OR",
+                ),
+                name="run_progress_within_total",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scanresult',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_current', True)), fields=('scanner', 'repo'), name='uniq_current_scan_result'),
+            model_name="scanresult",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("is_current", True)),
+                fields=("scanner", "repo"),
+                name="uniq_current_scan_result",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scanresult',
-            constraint=models.UniqueConstraint(fields=('scanner', 'repo', 'content_hash'), name='uniq_scan_result_content'),
+            model_name="scanresult",
+            constraint=models.UniqueConstraint(
+                fields=("scanner", "repo", "content_hash"), name="uniq_scan_result_content"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scanresult',
-            constraint=models.UniqueConstraint(fields=('scanner', 'repo', 'version'), name='uniq_scan_result_version'),
+            model_name="scanresult",
+            constraint=models.UniqueConstraint(
+                fields=("scanner", "repo", "version"), name="uniq_scan_result_version"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='scanfinding',
-            constraint=models.UniqueConstraint(fields=('scan_result', 'index'), name='uniq_scan_finding_index'),
+            model_name="scanfinding",
+            constraint=models.UniqueConstraint(
+                fields=("scan_result", "index"), name="uniq_scan_finding_index"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='auditrunscan',
-            constraint=models.UniqueConstraint(fields=('run', 'repo'), name='uniq_audit_run_scan'),
+            model_name="auditrunscan",
+            constraint=models.UniqueConstraint(fields=("run", "repo"), name="uniq_audit_run_scan"),
         ),
         migrations.AddConstraint(
-            model_name='auditreporesult',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_complete', True)), fields=('run', 'repo'), name='uniq_audit_repo_result_per_run'),
+            model_name="auditreporesult",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("is_complete", True)),
+                fields=("run", "repo"),
+                name="uniq_audit_repo_result_per_run",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='team',
-            constraint=models.UniqueConstraint(fields=('challenge', 'name'), name='uniq_team_name_per_challenge'),
+            model_name="team",
+            constraint=models.UniqueConstraint(
+                fields=("challenge", "name"), name="uniq_team_name_per_challenge"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='paper',
-            constraint=models.UniqueConstraint(fields=('submission', 'kind'), name='uniq_paper_kind_per_submission'),
+            model_name="paper",
+            constraint=models.UniqueConstraint(
+                fields=("submission", "kind"), name="uniq_paper_kind_per_submission"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='membership',
-            constraint=models.UniqueConstraint(fields=('user', 'challenge'), name='uniq_one_team_per_user_per_challenge'),
+            model_name="membership",
+            constraint=models.UniqueConstraint(
+                fields=("user", "challenge"), name="uniq_one_team_per_user_per_challenge"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='truthfinding',
-            constraint=models.UniqueConstraint(fields=('repo', 'finding_id'), name='uniq_truth_finding_per_repo'),
+            model_name="truthfinding",
+            constraint=models.UniqueConstraint(
+                fields=("repo", "finding_id"), name="uniq_truth_finding_per_repo"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='audittruthresult',
-            constraint=models.UniqueConstraint(condition=models.Q(('outcome', 'judge_failed'), _negated=True), fields=('run', 'truth_finding'), name='uniq_audit_result_per_run'),
+            model_name="audittruthresult",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("outcome", "judge_failed"), _negated=True),
+                fields=("run", "truth_finding"),
+                name="uniq_audit_result_per_run",
+            ),
         ),
     ]

@@ -8,7 +8,10 @@ from pathlib import Path
 from django.db import migrations
 
 QUESTIONS_FILE = (
-    Path(__file__).resolve().parent.parent / "sample_data" / "checklist" / "neurips2024_checklist.json"
+    Path(__file__).resolve().parent.parent
+    / "sample_data"
+    / "checklist"
+    / "neurips2024_checklist.json"
 )
 
 

@@ -4,15 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0002_load_checklist_questions'),
+        ("benchmarks_app", "0002_load_checklist_questions"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='judgecall',
-            name='status',
-            field=models.CharField(choices=[('ok', 'OK'), ('cached', 'Cached'), ('invalid', 'Invalid verdict'), ('truncated', 'Answer cut at the bound'), ('error', 'Error')], db_index=True, max_length=10),
+            model_name="judgecall",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("ok", "OK"),
+                    ("cached", "Cached"),
+                    ("invalid", "Invalid verdict"),
+                    ("truncated", "Answer cut at the bound"),
+                    ("error", "Error"),
+                ],
+                db_index=True,
+                max_length=10,
+            ),
         ),
     ]

@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0003_judge_call_truncated'),
+        ("benchmarks_app", "0003_judge_call_truncated"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='team',
-            name='is_internal',
-            field=models.BooleanField(default=False, help_text="Maintainers' own team (judge checks): its entries never reach the public board."),
+            model_name="team",
+            name="is_internal",
+            field=models.BooleanField(
+                default=False,
+                help_text="Maintainers' own team (judge checks): its entries never reach the public board.",
+            ),
         ),
     ]

@@ -8,262 +8,460 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0005_probe_suite_refusal_signal'),
+        ("benchmarks_app", "0005_probe_suite_refusal_signal"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditDataset',
+            name="AuditDataset",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('slug', models.SlugField(max_length=100, unique=True)),
-                ('name', models.CharField(blank=True, max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('official_judge', models.CharField(blank=True, help_text='The judge whose board the site shows first.', max_length=300)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("slug", models.SlugField(max_length=100, unique=True)),
+                ("name", models.CharField(blank=True, max_length=200)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "official_judge",
+                    models.CharField(
+                        blank=True,
+                        help_text="The judge whose board the site shows first.",
+                        max_length=300,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['slug'],
+                "ordering": ["slug"],
             },
         ),
         migrations.CreateModel(
-            name='DatasetRelease',
+            name="DatasetRelease",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('number', models.PositiveIntegerField()),
-                ('is_published', models.BooleanField(default=False)),
-                ('published_at', models.DateTimeField(blank=True, null=True)),
-                ('notes', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("number", models.PositiveIntegerField()),
+                ("is_published", models.BooleanField(default=False)),
+                ("published_at", models.DateTimeField(blank=True, null=True)),
+                ("notes", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['dataset', 'number'],
+                "ordering": ["dataset", "number"],
             },
         ),
         migrations.CreateModel(
-            name='HistoricalChecklistQuestion',
+            name="HistoricalChecklistQuestion",
             fields=[
-                ('id', models.BigIntegerField(auto_created=True, blank=True, db_index=True, verbose_name='ID')),
-                ('number', models.PositiveSmallIntegerField(db_index=True)),
-                ('title', models.CharField(max_length=200)),
-                ('question', models.TextField()),
-                ('guidelines', models.TextField(blank=True)),
-                ('history_id', models.AutoField(primary_key=True, serialize=False)),
-                ('history_date', models.DateTimeField(db_index=True)),
-                ('history_change_reason', models.CharField(max_length=100, null=True)),
-                ('history_type', models.CharField(choices=[('+', 'Created'), ('~', 'Changed'), ('-', 'Deleted')], max_length=1)),
+                (
+                    "id",
+                    models.BigIntegerField(
+                        auto_created=True, blank=True, db_index=True, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveSmallIntegerField(db_index=True)),
+                ("title", models.CharField(max_length=200)),
+                ("question", models.TextField()),
+                ("guidelines", models.TextField(blank=True)),
+                ("history_id", models.AutoField(primary_key=True, serialize=False)),
+                ("history_date", models.DateTimeField(db_index=True)),
+                ("history_change_reason", models.CharField(max_length=100, null=True)),
+                (
+                    "history_type",
+                    models.CharField(
+                        choices=[("+", "Created"), ("~", "Changed"), ("-", "Deleted")], max_length=1
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'historical checklist question',
-                'verbose_name_plural': 'historical checklist questions',
-                'ordering': ('-history_date', '-history_id'),
-                'get_latest_by': ('history_date', 'history_id'),
-            },
-            bases=(simple_history.models.HistoricalChanges, models.Model),
-        ),
-        migrations.CreateModel(
-            name='HistoricalPatternRule',
-            fields=[
-                ('id', models.BigIntegerField(auto_created=True, blank=True, db_index=True, verbose_name='ID')),
-                ('created_at', models.DateTimeField(blank=True, db_index=True, editable=False)),
-                ('updated_at', models.DateTimeField(blank=True, editable=False)),
-                ('kind', models.CharField(choices=[('safe', 'Safe signal'), ('unsafe', 'Unsafe signal'), ('boundary', 'Refusal / boundary signal')], db_index=True, max_length=10)),
-                ('label', models.CharField(max_length=100)),
-                ('regex', models.TextField(validators=[benchmarks_app.models.probes.validate_regex])),
-                ('weight', models.FloatField(default=1.0)),
-                ('failure_mode', models.CharField(blank=True, max_length=100)),
-                ('active', models.BooleanField(db_index=True, default=True)),
-                ('description', models.TextField(blank=True)),
-                ('history_id', models.AutoField(primary_key=True, serialize=False)),
-                ('history_date', models.DateTimeField(db_index=True)),
-                ('history_change_reason', models.CharField(max_length=100, null=True)),
-                ('history_type', models.CharField(choices=[('+', 'Created'), ('~', 'Changed'), ('-', 'Deleted')], max_length=1)),
-            ],
-            options={
-                'verbose_name': 'historical pattern rule',
-                'verbose_name_plural': 'historical pattern rules',
-                'ordering': ('-history_date', '-history_id'),
-                'get_latest_by': ('history_date', 'history_id'),
-            },
-            bases=(simple_history.models.HistoricalChanges, models.Model),
-        ),
-        migrations.CreateModel(
-            name='HistoricalTruthFinding',
-            fields=[
-                ('id', models.BigIntegerField(auto_created=True, blank=True, db_index=True, verbose_name='ID')),
-                ('created_at', models.DateTimeField(blank=True, db_index=True, editable=False)),
-                ('updated_at', models.DateTimeField(blank=True, editable=False)),
-                ('finding_id', models.CharField(max_length=200)),
-                ('order', models.PositiveIntegerField(default=0, help_text='Position in the source file.')),
-                ('severity', models.CharField(choices=[('High', 'High'), ('Medium', 'Medium'), ('Low', 'Low'), ('Info', 'Info'), ('Best Practices', 'Best Practices')], db_index=True, max_length=20)),
-                ('raw_severity', models.CharField(blank=True, max_length=50)),
-                ('title', models.TextField()),
-                ('description', models.TextField(blank=True)),
-                ('category', models.CharField(blank=True, max_length=100)),
-                ('contracts', models.JSONField(blank=True, default=list)),
-                ('is_current', models.BooleanField(db_index=True, default=True)),
-                ('edited_fields', models.JSONField(blank=True, default=list)),
-                ('history_id', models.AutoField(primary_key=True, serialize=False)),
-                ('history_date', models.DateTimeField(db_index=True)),
-                ('history_change_reason', models.CharField(max_length=100, null=True)),
-                ('history_type', models.CharField(choices=[('+', 'Created'), ('~', 'Changed'), ('-', 'Deleted')], max_length=1)),
-            ],
-            options={
-                'verbose_name': 'historical truth finding',
-                'verbose_name_plural': 'historical truth findings',
-                'ordering': ('-history_date', '-history_id'),
-                'get_latest_by': ('history_date', 'history_id'),
+                "verbose_name": "historical checklist question",
+                "verbose_name_plural": "historical checklist questions",
+                "ordering": ("-history_date", "-history_id"),
+                "get_latest_by": ("history_date", "history_id"),
             },
             bases=(simple_history.models.HistoricalChanges, models.Model),
         ),
         migrations.CreateModel(
-            name='JudgeInFlight',
+            name="HistoricalPatternRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=64, unique=True)),
-                ('holder', models.CharField(blank=True, max_length=100)),
-                ('expires_at', models.DateTimeField(db_index=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigIntegerField(
+                        auto_created=True, blank=True, db_index=True, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(blank=True, db_index=True, editable=False)),
+                ("updated_at", models.DateTimeField(blank=True, editable=False)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("safe", "Safe signal"),
+                            ("unsafe", "Unsafe signal"),
+                            ("boundary", "Refusal / boundary signal"),
+                        ],
+                        db_index=True,
+                        max_length=10,
+                    ),
+                ),
+                ("label", models.CharField(max_length=100)),
+                (
+                    "regex",
+                    models.TextField(validators=[benchmarks_app.models.probes.validate_regex]),
+                ),
+                ("weight", models.FloatField(default=1.0)),
+                ("failure_mode", models.CharField(blank=True, max_length=100)),
+                ("active", models.BooleanField(db_index=True, default=True)),
+                ("description", models.TextField(blank=True)),
+                ("history_id", models.AutoField(primary_key=True, serialize=False)),
+                ("history_date", models.DateTimeField(db_index=True)),
+                ("history_change_reason", models.CharField(max_length=100, null=True)),
+                (
+                    "history_type",
+                    models.CharField(
+                        choices=[("+", "Created"), ("~", "Changed"), ("-", "Deleted")], max_length=1
+                    ),
+                ),
+            ],
+            options={
+                "verbose_name": "historical pattern rule",
+                "verbose_name_plural": "historical pattern rules",
+                "ordering": ("-history_date", "-history_id"),
+                "get_latest_by": ("history_date", "history_id"),
+            },
+            bases=(simple_history.models.HistoricalChanges, models.Model),
+        ),
+        migrations.CreateModel(
+            name="HistoricalTruthFinding",
+            fields=[
+                (
+                    "id",
+                    models.BigIntegerField(
+                        auto_created=True, blank=True, db_index=True, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(blank=True, db_index=True, editable=False)),
+                ("updated_at", models.DateTimeField(blank=True, editable=False)),
+                ("finding_id", models.CharField(max_length=200)),
+                (
+                    "order",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Position in the source file."
+                    ),
+                ),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[
+                            ("High", "High"),
+                            ("Medium", "Medium"),
+                            ("Low", "Low"),
+                            ("Info", "Info"),
+                            ("Best Practices", "Best Practices"),
+                        ],
+                        db_index=True,
+                        max_length=20,
+                    ),
+                ),
+                ("raw_severity", models.CharField(blank=True, max_length=50)),
+                ("title", models.TextField()),
+                ("description", models.TextField(blank=True)),
+                ("category", models.CharField(blank=True, max_length=100)),
+                ("contracts", models.JSONField(blank=True, default=list)),
+                ("is_current", models.BooleanField(db_index=True, default=True)),
+                ("edited_fields", models.JSONField(blank=True, default=list)),
+                ("history_id", models.AutoField(primary_key=True, serialize=False)),
+                ("history_date", models.DateTimeField(db_index=True)),
+                ("history_change_reason", models.CharField(max_length=100, null=True)),
+                (
+                    "history_type",
+                    models.CharField(
+                        choices=[("+", "Created"), ("~", "Changed"), ("-", "Deleted")], max_length=1
+                    ),
+                ),
+            ],
+            options={
+                "verbose_name": "historical truth finding",
+                "verbose_name_plural": "historical truth findings",
+                "ordering": ("-history_date", "-history_id"),
+                "get_latest_by": ("history_date", "history_id"),
+            },
+            bases=(simple_history.models.HistoricalChanges, models.Model),
+        ),
+        migrations.CreateModel(
+            name="JudgeInFlight",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=64, unique=True)),
+                ("holder", models.CharField(blank=True, max_length=100)),
+                ("expires_at", models.DateTimeField(db_index=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
         migrations.CreateModel(
-            name='RunPiece',
+            name="RunPiece",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(blank=True, help_text='Repo project id, or empty.', max_length=200)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('waiting', 'Waiting for judge'), ('done', 'Done'), ('failed', 'Failed')], db_index=True, default='queued', max_length=10)),
-                ('attempt', models.PositiveIntegerField(default=0)),
-                ('lease_expires_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('task_id', models.CharField(blank=True, max_length=64)),
-                ('enqueued_at', models.DateTimeField(blank=True, null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "key",
+                    models.CharField(
+                        blank=True, help_text="Repo project id, or empty.", max_length=200
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("waiting", "Waiting for judge"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                ("attempt", models.PositiveIntegerField(default=0)),
+                ("lease_expires_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("task_id", models.CharField(blank=True, max_length=64)),
+                ("enqueued_at", models.DateTimeField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['run_id', 'key'],
+                "ordering": ["run_id", "key"],
             },
         ),
         migrations.RemoveConstraint(
-            model_name='truthfinding',
-            name='uniq_truth_finding_per_repo',
+            model_name="truthfinding",
+            name="uniq_truth_finding_per_repo",
         ),
         migrations.AddField(
-            model_name='checklistscore',
-            name='ci',
+            model_name="checklistscore",
+            name="ci",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='judgecall',
-            name='holder',
+            model_name="judgecall",
+            name="holder",
             field=models.CharField(blank=True, db_index=True, max_length=100),
         ),
         migrations.AddField(
-            model_name='proberunreport',
-            name='ci',
+            model_name="proberunreport",
+            name="ci",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='scanresult',
-            name='declared_empty',
-            field=models.BooleanField(default=False, help_text='The participant said the tool found nothing in this repo.'),
+            model_name="scanresult",
+            name="declared_empty",
+            field=models.BooleanField(
+                default=False, help_text="The participant said the tool found nothing in this repo."
+            ),
         ),
         migrations.AddField(
-            model_name='truthfinding',
-            name='edited_fields',
+            model_name="truthfinding",
+            name="edited_fields",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='truthfinding',
-            name='is_current',
+            model_name="truthfinding",
+            name="is_current",
             field=models.BooleanField(db_index=True, default=True),
         ),
         migrations.AddField(
-            model_name='truthfinding',
-            name='supersedes',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='superseded_by', to='benchmarks_app.truthfinding'),
+            model_name="truthfinding",
+            name="supersedes",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="superseded_by",
+                to="benchmarks_app.truthfinding",
+            ),
         ),
         migrations.AlterField(
-            model_name='evaluationrun',
-            name='status',
-            field=models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('waiting', 'Waiting for judge')], db_index=True, default='queued', max_length=10),
+            model_name="evaluationrun",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("queued", "Queued"),
+                    ("running", "Running"),
+                    ("succeeded", "Succeeded"),
+                    ("failed", "Failed"),
+                    ("cancelled", "Cancelled"),
+                    ("waiting", "Waiting for judge"),
+                ],
+                db_index=True,
+                default="queued",
+                max_length=10,
+            ),
         ),
         migrations.AlterField(
-            model_name='judgecall',
-            name='status',
-            field=models.CharField(choices=[('ok', 'OK'), ('cached', 'Cached'), ('invalid', 'Invalid verdict'), ('truncated', 'Answer cut at the bound'), ('error', 'Error'), ('pending', 'In flight'), ('lost', 'Lost with its worker')], db_index=True, max_length=10),
+            model_name="judgecall",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("ok", "OK"),
+                    ("cached", "Cached"),
+                    ("invalid", "Invalid verdict"),
+                    ("truncated", "Answer cut at the bound"),
+                    ("error", "Error"),
+                    ("pending", "In flight"),
+                    ("lost", "Lost with its worker"),
+                ],
+                db_index=True,
+                max_length=10,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='truthfinding',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_current', True)), fields=('repo', 'finding_id'), name='uniq_current_truth_finding_per_repo'),
+            model_name="truthfinding",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("is_current", True)),
+                fields=("repo", "finding_id"),
+                name="uniq_current_truth_finding_per_repo",
+            ),
         ),
         migrations.AddField(
-            model_name='auditdataset',
-            name='repos',
-            field=models.ManyToManyField(blank=True, related_name='datasets', to='benchmarks_app.repo'),
+            model_name="auditdataset",
+            name="repos",
+            field=models.ManyToManyField(
+                blank=True, related_name="datasets", to="benchmarks_app.repo"
+            ),
         ),
         migrations.AddField(
-            model_name='datasetrelease',
-            name='dataset',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='releases', to='benchmarks_app.auditdataset'),
+            model_name="datasetrelease",
+            name="dataset",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="releases",
+                to="benchmarks_app.auditdataset",
+            ),
         ),
         migrations.AddField(
-            model_name='datasetrelease',
-            name='truth_findings',
-            field=models.ManyToManyField(blank=True, related_name='releases', to='benchmarks_app.truthfinding'),
+            model_name="datasetrelease",
+            name="truth_findings",
+            field=models.ManyToManyField(
+                blank=True, related_name="releases", to="benchmarks_app.truthfinding"
+            ),
         ),
         migrations.AddField(
-            model_name='auditdataset',
-            name='official_release',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='benchmarks_app.datasetrelease'),
+            model_name="auditdataset",
+            name="official_release",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="benchmarks_app.datasetrelease",
+            ),
         ),
         migrations.AddField(
-            model_name='evaluationrun',
-            name='release',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='benchmarks_app.datasetrelease'),
+            model_name="evaluationrun",
+            name="release",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="runs",
+                to="benchmarks_app.datasetrelease",
+            ),
         ),
         migrations.AddField(
-            model_name='historicalchecklistquestion',
-            name='history_user',
-            field=models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="historicalchecklistquestion",
+            name="history_user",
+            field=models.ForeignKey(
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='historicalpatternrule',
-            name='history_user',
-            field=models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="historicalpatternrule",
+            name="history_user",
+            field=models.ForeignKey(
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='historicaltruthfinding',
-            name='history_user',
-            field=models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="historicaltruthfinding",
+            name="history_user",
+            field=models.ForeignKey(
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='historicaltruthfinding',
-            name='repo',
-            field=models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='benchmarks_app.repo'),
+            model_name="historicaltruthfinding",
+            name="repo",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="benchmarks_app.repo",
+            ),
         ),
         migrations.AddField(
-            model_name='historicaltruthfinding',
-            name='supersedes',
-            field=models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='benchmarks_app.truthfinding'),
+            model_name="historicaltruthfinding",
+            name="supersedes",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="benchmarks_app.truthfinding",
+            ),
         ),
         migrations.AddField(
-            model_name='runpiece',
-            name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='pieces', to='benchmarks_app.evaluationrun'),
+            model_name="runpiece",
+            name="run",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="pieces",
+                to="benchmarks_app.evaluationrun",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='datasetrelease',
-            constraint=models.UniqueConstraint(fields=('dataset', 'number'), name='uniq_release_number'),
+            model_name="datasetrelease",
+            constraint=models.UniqueConstraint(
+                fields=("dataset", "number"), name="uniq_release_number"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='runpiece',
-            constraint=models.UniqueConstraint(fields=('run', 'key'), name='run_piece_unique_key'),
+            model_name="runpiece",
+            constraint=models.UniqueConstraint(fields=("run", "key"), name="run_piece_unique_key"),
         ),
     ]

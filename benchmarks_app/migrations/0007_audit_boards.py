@@ -5,47 +5,76 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0006_run_pieces_releases_history'),
+        ("benchmarks_app", "0006_run_pieces_releases_history"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='datasetrelease',
-            name='repos',
-            field=models.ManyToManyField(blank=True, related_name='releases', to='benchmarks_app.repo'),
+            model_name="datasetrelease",
+            name="repos",
+            field=models.ManyToManyField(
+                blank=True, related_name="releases", to="benchmarks_app.repo"
+            ),
         ),
         migrations.CreateModel(
-            name='AuditBoardRow',
+            name="AuditBoardRow",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('judge', models.CharField(max_length=300)),
-                ('position', models.PositiveIntegerField(default=0)),
-                ('run_ids', models.JSONField(blank=True, default=list)),
-                ('repo_result_ids', models.JSONField(blank=True, default=list)),
-                ('repos_evaluated', models.PositiveIntegerField(default=0)),
-                ('repos_total', models.PositiveIntegerField(default=0)),
-                ('is_complete', models.BooleanField(default=False)),
-                ('metrics', models.JSONField(blank=True, default=dict)),
-                ('f1_with_partial', models.FloatField(blank=True, null=True)),
-                ('ci_low', models.FloatField(blank=True, null=True)),
-                ('ci_high', models.FloatField(blank=True, null=True)),
-                ('ci_level', models.FloatField(blank=True, null=True)),
-                ('ci_resamples', models.PositiveIntegerField(blank=True, null=True)),
-                ('ci_seed', models.IntegerField(blank=True, null=True)),
-                ('rank', models.PositiveIntegerField(blank=True, null=True)),
-                ('rank_low', models.PositiveIntegerField(blank=True, null=True)),
-                ('rank_high', models.PositiveIntegerField(blank=True, null=True)),
-                ('tied_with_above', models.BooleanField(default=False)),
-                ('computed_at', models.DateTimeField(auto_now=True)),
-                ('release', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='board_rows', to='benchmarks_app.datasetrelease')),
-                ('scanner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='board_rows', to='benchmarks_app.scanner')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("judge", models.CharField(max_length=300)),
+                ("position", models.PositiveIntegerField(default=0)),
+                ("run_ids", models.JSONField(blank=True, default=list)),
+                ("repo_result_ids", models.JSONField(blank=True, default=list)),
+                ("repos_evaluated", models.PositiveIntegerField(default=0)),
+                ("repos_total", models.PositiveIntegerField(default=0)),
+                ("is_complete", models.BooleanField(default=False)),
+                ("metrics", models.JSONField(blank=True, default=dict)),
+                ("f1_with_partial", models.FloatField(blank=True, null=True)),
+                ("ci_low", models.FloatField(blank=True, null=True)),
+                ("ci_high", models.FloatField(blank=True, null=True)),
+                ("ci_level", models.FloatField(blank=True, null=True)),
+                ("ci_resamples", models.PositiveIntegerField(blank=True, null=True)),
+                ("ci_seed", models.IntegerField(blank=True, null=True)),
+                ("rank", models.PositiveIntegerField(blank=True, null=True)),
+                ("rank_low", models.PositiveIntegerField(blank=True, null=True)),
+                ("rank_high", models.PositiveIntegerField(blank=True, null=True)),
+                ("tied_with_above", models.BooleanField(default=False)),
+                ("computed_at", models.DateTimeField(auto_now=True)),
+                (
+                    "release",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="board_rows",
+                        to="benchmarks_app.datasetrelease",
+                    ),
+                ),
+                (
+                    "scanner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="board_rows",
+                        to="benchmarks_app.scanner",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['release', 'judge', 'position'],
-                'indexes': [models.Index(fields=['release', 'judge', 'position'], name='benchmarks__release_fbc61a_idx')],
-                'constraints': [models.UniqueConstraint(fields=('release', 'judge', 'scanner'), name='uniq_audit_board_row')],
+                "ordering": ["release", "judge", "position"],
+                "indexes": [
+                    models.Index(
+                        fields=["release", "judge", "position"],
+                        name="benchmarks__release_fbc61a_idx",
+                    )
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("release", "judge", "scanner"), name="uniq_audit_board_row"
+                    )
+                ],
             },
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0010_judge_prompts_raw_responses'),
+        ("benchmarks_app", "0010_judge_prompts_raw_responses"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='webhookdelivery',
-            options={'ordering': ['-created_at'], 'verbose_name_plural': 'webhook deliveries'},
+            name="webhookdelivery",
+            options={"ordering": ["-created_at"], "verbose_name_plural": "webhook deliveries"},
         ),
     ]

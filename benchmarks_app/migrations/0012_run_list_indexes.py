@@ -5,19 +5,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0011_admin_names'),
+        ("benchmarks_app", "0011_admin_names"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='evaluationrun',
-            index=models.Index(fields=['-created_at', '-id'], name='run_list_newest'),
+            model_name="evaluationrun",
+            index=models.Index(fields=["-created_at", "-id"], name="run_list_newest"),
         ),
         migrations.AddIndex(
-            model_name='evaluationrun',
-            index=models.Index(fields=['benchmark', '-created_at', '-id'], name='run_list_benchmark'),
+            model_name="evaluationrun",
+            index=models.Index(
+                fields=["benchmark", "-created_at", "-id"], name="run_list_benchmark"
+            ),
         ),
     ]

@@ -4,15 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0012_run_list_indexes'),
+        ("benchmarks_app", "0012_run_list_indexes"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='judgecall',
-            name='status',
-            field=models.CharField(choices=[('ok', 'OK'), ('cached', 'Cached'), ('invalid', 'Invalid verdict'), ('truncated', 'Answer cut at the bound'), ('error', 'Error'), ('pending', 'In flight'), ('lost', 'Lost with its worker'), ('abandoned', 'Abandoned in flight')], db_index=True, max_length=10),
+            model_name="judgecall",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("ok", "OK"),
+                    ("cached", "Cached"),
+                    ("invalid", "Invalid verdict"),
+                    ("truncated", "Answer cut at the bound"),
+                    ("error", "Error"),
+                    ("pending", "In flight"),
+                    ("lost", "Lost with its worker"),
+                    ("abandoned", "Abandoned in flight"),
+                ],
+                db_index=True,
+                max_length=10,
+            ),
         ),
     ]

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0014_ops_piece_requeues'),
+        ("benchmarks_app", "0014_ops_piece_requeues"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='judgecall',
-            name='request',
+            model_name="judgecall",
+            name="request",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='judgecall',
-            name='tokens_reasoning',
+            model_name="judgecall",
+            name="tokens_reasoning",
             field=models.PositiveIntegerField(default=0),
         ),
     ]

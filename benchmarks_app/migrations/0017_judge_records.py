@@ -6,37 +6,129 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0016_newcomer_line_ends_withdrawn'),
+        ("benchmarks_app", "0016_newcomer_line_ends_withdrawn"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='JudgeRecord',
+            name="JudgeRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.CharField(help_text='What --judge NAME and the boards call it.', max_length=80, unique=True, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$', "letters, digits, '.', '_' and '-' only (no ':'), at most 80")])),
-                ('kind', models.CharField(choices=[('offline', 'Offline (rules, no model)'), ('replay', 'Replay of recorded results'), ('openai', 'OpenAI-compatible server')], default='openai', max_length=10)),
-                ('base_url', models.CharField(blank=True, help_text="OpenAI-compatible base URL (…/v1); blank: the site's OPENAI_BASE_URL. For a replay judge: the folder of recorded results.", max_length=500)),
-                ('model', models.CharField(blank=True, help_text='Blank: JUDGE_MODEL.', max_length=200)),
-                ('api_key_env', models.CharField(blank=True, default='OPENAI_API_KEY', help_text='NAME of the environment variable (in the worker) that holds the API key; never the key. Unset there: OPENAI_API_KEY.', max_length=100, validators=[django.core.validators.RegexValidator('^[A-Za-z_][A-Za-z0-9_]*$', 'an environment variable name')])),
-                ('max_answer_tokens', models.PositiveIntegerField(blank=True, help_text='Bound on every answer; blank: JUDGE_MAX_ANSWER_TOKENS.', null=True)),
-                ('temperature', models.FloatField(blank=True, help_text='Blank: JUDGE_TEMPERATURE (unset sends none).', null=True)),
-                ('concurrency', models.PositiveIntegerField(blank=True, help_text='Calls in flight per worker; blank: JUDGE_CONCURRENCY.', null=True)),
-                ('timeout_s', models.FloatField(blank=True, help_text='Seconds per request; blank: JUDGE_TIMEOUT_S.', null=True)),
-                ('probe', models.JSONField(blank=True, default=dict, help_text='What the last check found the server accepts.')),
-                ('probed_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "name",
+                    models.CharField(
+                        help_text="What --judge NAME and the boards call it.",
+                        max_length=80,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$",
+                                "letters, digits, '.', '_' and '-' only (no ':'), at most 80",
+                            )
+                        ],
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("offline", "Offline (rules, no model)"),
+                            ("replay", "Replay of recorded results"),
+                            ("openai", "OpenAI-compatible server"),
+                        ],
+                        default="openai",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "base_url",
+                    models.CharField(
+                        blank=True,
+                        help_text="OpenAI-compatible base URL (…/v1); blank: the site's OPENAI_BASE_URL. For a replay judge: the folder of recorded results.",
+                        max_length=500,
+                    ),
+                ),
+                (
+                    "model",
+                    models.CharField(blank=True, help_text="Blank: JUDGE_MODEL.", max_length=200),
+                ),
+                (
+                    "api_key_env",
+                    models.CharField(
+                        blank=True,
+                        default="OPENAI_API_KEY",
+                        help_text="NAME of the environment variable (in the worker) that holds the API key; never the key. Unset there: OPENAI_API_KEY.",
+                        max_length=100,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name"
+                            )
+                        ],
+                    ),
+                ),
+                (
+                    "max_answer_tokens",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Bound on every answer; blank: JUDGE_MAX_ANSWER_TOKENS.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "temperature",
+                    models.FloatField(
+                        blank=True,
+                        help_text="Blank: JUDGE_TEMPERATURE (unset sends none).",
+                        null=True,
+                    ),
+                ),
+                (
+                    "concurrency",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Calls in flight per worker; blank: JUDGE_CONCURRENCY.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "timeout_s",
+                    models.FloatField(
+                        blank=True,
+                        help_text="Seconds per request; blank: JUDGE_TIMEOUT_S.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "probe",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="What the last check found the server accepts.",
+                    ),
+                ),
+                ("probed_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.AddField(
-            model_name='evaluationrun',
-            name='judge_record',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='benchmarks_app.judgerecord'),
+            model_name="evaluationrun",
+            name="judge_record",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="runs",
+                to="benchmarks_app.judgerecord",
+            ),
         ),
     ]

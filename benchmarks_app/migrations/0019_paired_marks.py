@@ -4,63 +4,67 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0018_boards_f1_index'),
+        ("benchmarks_app", "0018_boards_f1_index"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PairedRefresh',
+            name="PairedRefresh",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('board', models.CharField(max_length=400, unique=True)),
-                ('requested_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("board", models.CharField(max_length=400, unique=True)),
+                ("requested_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='paired_rank_high',
+            model_name="auditboardrow",
+            name="paired_rank_high",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='paired_rank_low',
+            model_name="auditboardrow",
+            name="paired_rank_low",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='paired_tied',
+            model_name="auditboardrow",
+            name="paired_tied",
             field=models.BooleanField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='checklistboardrow',
-            name='paired_rank_high',
+            model_name="checklistboardrow",
+            name="paired_rank_high",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='checklistboardrow',
-            name='paired_rank_low',
+            model_name="checklistboardrow",
+            name="paired_rank_low",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='checklistboardrow',
-            name='paired_tied',
+            model_name="checklistboardrow",
+            name="paired_tied",
             field=models.BooleanField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='paired_rank_high',
+            model_name="probeboardrow",
+            name="paired_rank_high",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='paired_rank_low',
+            model_name="probeboardrow",
+            name="paired_rank_low",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='paired_tied',
+            model_name="probeboardrow",
+            name="paired_tied",
             field=models.BooleanField(blank=True, null=True),
         ),
     ]

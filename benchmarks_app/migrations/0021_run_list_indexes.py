@@ -5,19 +5,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0020_curated_verdicts'),
+        ("benchmarks_app", "0020_curated_verdicts"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='evaluationrun',
-            index=models.Index(fields=['release', 'status'], name='run_release_status'),
+            model_name="evaluationrun",
+            index=models.Index(fields=["release", "status"], name="run_release_status"),
         ),
         migrations.AddIndex(
-            model_name='evaluationrun',
-            index=models.Index(fields=['checklist_submission', 'phase'], name='run_visibility'),
+            model_name="evaluationrun",
+            index=models.Index(fields=["checklist_submission", "phase"], name="run_visibility"),
         ),
     ]

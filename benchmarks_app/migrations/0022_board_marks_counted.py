@@ -52,233 +52,307 @@ def fill_order_columns(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks_app', '0021_run_list_indexes'),
+        ("benchmarks_app", "0021_run_list_indexes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='auditboardrow',
-            options={'ordering': ['release', 'judge', 'phase', 'sort_group', 'sort_repos', 'sort_a', 'sort_b', 'sort_name', 'id']},
+            name="auditboardrow",
+            options={
+                "ordering": [
+                    "release",
+                    "judge",
+                    "phase",
+                    "sort_group",
+                    "sort_repos",
+                    "sort_a",
+                    "sort_b",
+                    "sort_name",
+                    "id",
+                ]
+            },
         ),
         migrations.AlterModelOptions(
-            name='checklistboardrow',
-            options={'ordering': ['challenge', 'phase', 'sort_a', 'sort_b', 'sort_time', 'submission_id', 'id']},
+            name="checklistboardrow",
+            options={
+                "ordering": [
+                    "challenge",
+                    "phase",
+                    "sort_a",
+                    "sort_b",
+                    "sort_time",
+                    "submission_id",
+                    "id",
+                ]
+            },
         ),
         migrations.AlterModelOptions(
-            name='probeboardrow',
-            options={'ordering': ['suite', 'suite_version', 'phase', 'sort_group', 'sort_a', 'sort_b', 'sort_name', 'id']},
+            name="probeboardrow",
+            options={
+                "ordering": [
+                    "suite",
+                    "suite_version",
+                    "phase",
+                    "sort_group",
+                    "sort_a",
+                    "sort_b",
+                    "sort_name",
+                    "id",
+                ]
+            },
         ),
         migrations.RemoveIndex(
-            model_name='auditboardrow',
-            name='benchmarks__release_805f68_idx',
+            model_name="auditboardrow",
+            name="benchmarks__release_805f68_idx",
         ),
         migrations.RemoveIndex(
-            model_name='auditboardrow',
-            name='audit_board_complete_pos',
+            model_name="auditboardrow",
+            name="audit_board_complete_pos",
         ),
         migrations.RemoveIndex(
-            model_name='checklistboardrow',
-            name='benchmarks__challen_e82937_idx',
+            model_name="checklistboardrow",
+            name="benchmarks__challen_e82937_idx",
         ),
         migrations.RemoveIndex(
-            model_name='probeboardrow',
-            name='benchmarks__suite_i_d6512d_idx',
+            model_name="probeboardrow",
+            name="benchmarks__suite_i_d6512d_idx",
         ),
         migrations.RemoveField(
-            model_name='auditboardrow',
-            name='position',
+            model_name="auditboardrow",
+            name="position",
         ),
         migrations.RemoveField(
-            model_name='auditboardrow',
-            name='rank',
+            model_name="auditboardrow",
+            name="rank",
         ),
         migrations.RemoveField(
-            model_name='auditboardrow',
-            name='rank_high',
+            model_name="auditboardrow",
+            name="rank_high",
         ),
         migrations.RemoveField(
-            model_name='auditboardrow',
-            name='rank_low',
+            model_name="auditboardrow",
+            name="rank_low",
         ),
         migrations.RemoveField(
-            model_name='checklistboardrow',
-            name='position',
+            model_name="checklistboardrow",
+            name="position",
         ),
         migrations.RemoveField(
-            model_name='checklistboardrow',
-            name='rank',
+            model_name="checklistboardrow",
+            name="rank",
         ),
         migrations.RemoveField(
-            model_name='checklistboardrow',
-            name='rank_high',
+            model_name="checklistboardrow",
+            name="rank_high",
         ),
         migrations.RemoveField(
-            model_name='checklistboardrow',
-            name='rank_low',
+            model_name="checklistboardrow",
+            name="rank_low",
         ),
         migrations.RemoveField(
-            model_name='probeboardrow',
-            name='position',
+            model_name="probeboardrow",
+            name="position",
         ),
         migrations.RemoveField(
-            model_name='probeboardrow',
-            name='rank',
+            model_name="probeboardrow",
+            name="rank",
         ),
         migrations.RemoveField(
-            model_name='probeboardrow',
-            name='rank_high',
+            model_name="probeboardrow",
+            name="rank_high",
         ),
         migrations.RemoveField(
-            model_name='probeboardrow',
-            name='rank_low',
+            model_name="probeboardrow",
+            name="rank_low",
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='exact',
+            model_name="auditboardrow",
+            name="exact",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='sort_a',
+            model_name="auditboardrow",
+            name="sort_a",
             field=models.FloatField(default=0.0),
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='sort_b',
+            model_name="auditboardrow",
+            name="sort_b",
             field=models.FloatField(default=0.0),
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='sort_group',
+            model_name="auditboardrow",
+            name="sort_group",
             field=models.PositiveSmallIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='sort_name',
-            field=models.CharField(blank=True, default='', max_length=400),
+            model_name="auditboardrow",
+            name="sort_name",
+            field=models.CharField(blank=True, default="", max_length=400),
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='sort_repos',
+            model_name="auditboardrow",
+            name="sort_repos",
             field=models.IntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='span_high',
+            model_name="auditboardrow",
+            name="span_high",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='auditboardrow',
-            name='span_low',
+            model_name="auditboardrow",
+            name="span_low",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='checklistboardrow',
-            name='exact',
+            model_name="checklistboardrow",
+            name="exact",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='checklistboardrow',
-            name='sort_a',
+            model_name="checklistboardrow",
+            name="sort_a",
             field=models.FloatField(default=0.0),
         ),
         migrations.AddField(
-            model_name='checklistboardrow',
-            name='sort_b',
+            model_name="checklistboardrow",
+            name="sort_b",
             field=models.FloatField(default=0.0),
         ),
         migrations.AddField(
-            model_name='checklistboardrow',
-            name='sort_time',
+            model_name="checklistboardrow",
+            name="sort_time",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='checklistboardrow',
-            name='span_high',
+            model_name="checklistboardrow",
+            name="span_high",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='checklistboardrow',
-            name='span_low',
+            model_name="checklistboardrow",
+            name="span_low",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='exact',
+            model_name="probeboardrow",
+            name="exact",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='sort_a',
+            model_name="probeboardrow",
+            name="sort_a",
             field=models.FloatField(default=0.0),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='sort_b',
+            model_name="probeboardrow",
+            name="sort_b",
             field=models.FloatField(default=0.0),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='sort_group',
+            model_name="probeboardrow",
+            name="sort_group",
             field=models.PositiveSmallIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='sort_name',
-            field=models.CharField(blank=True, default='', max_length=400),
+            model_name="probeboardrow",
+            name="sort_name",
+            field=models.CharField(blank=True, default="", max_length=400),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='span_high',
+            model_name="probeboardrow",
+            name="span_high",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='probeboardrow',
-            name='span_low',
+            model_name="probeboardrow",
+            name="span_low",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.RunPython(fill_order_columns, migrations.RunPython.noop),
         migrations.AddIndex(
-            model_name='auditboardrow',
-            index=models.Index(fields=['release', 'judge', 'phase', 'sort_group', 'sort_repos', 'sort_a', 'sort_b', 'sort_name', 'id'], name='audit_board_order'),
+            model_name="auditboardrow",
+            index=models.Index(
+                fields=[
+                    "release",
+                    "judge",
+                    "phase",
+                    "sort_group",
+                    "sort_repos",
+                    "sort_a",
+                    "sort_b",
+                    "sort_name",
+                    "id",
+                ],
+                name="audit_board_order",
+            ),
         ),
         migrations.AddIndex(
-            model_name='auditboardrow',
-            index=models.Index(fields=['release', 'judge', 'phase', 'span_low'], name='audit_board_low'),
+            model_name="auditboardrow",
+            index=models.Index(
+                fields=["release", "judge", "phase", "span_low"], name="audit_board_low"
+            ),
         ),
         migrations.AddIndex(
-            model_name='auditboardrow',
-            index=models.Index(fields=['release', 'judge', 'phase', 'span_high'], name='audit_board_high'),
+            model_name="auditboardrow",
+            index=models.Index(
+                fields=["release", "judge", "phase", "span_high"], name="audit_board_high"
+            ),
         ),
         migrations.AddIndex(
-            model_name='checklistboardrow',
-            index=models.Index(fields=['challenge', 'phase', 'sort_a', 'sort_b', 'sort_time', 'submission', 'id'], name='checklist_board_order'),
+            model_name="checklistboardrow",
+            index=models.Index(
+                fields=["challenge", "phase", "sort_a", "sort_b", "sort_time", "submission", "id"],
+                name="checklist_board_order",
+            ),
         ),
         migrations.AddIndex(
-            model_name='checklistboardrow',
-            index=models.Index(fields=['challenge', 'phase', 'span_low'], name='checklist_board_low'),
+            model_name="checklistboardrow",
+            index=models.Index(
+                fields=["challenge", "phase", "span_low"], name="checklist_board_low"
+            ),
         ),
         migrations.AddIndex(
-            model_name='checklistboardrow',
-            index=models.Index(fields=['challenge', 'phase', 'span_high'], name='checklist_board_high'),
+            model_name="checklistboardrow",
+            index=models.Index(
+                fields=["challenge", "phase", "span_high"], name="checklist_board_high"
+            ),
         ),
         migrations.AddIndex(
-            model_name='checklistboardrow',
-            index=models.Index(fields=['challenge', 'phase', 'exact', 's'], name='checklist_board_exact'),
+            model_name="checklistboardrow",
+            index=models.Index(
+                fields=["challenge", "phase", "exact", "s"], name="checklist_board_exact"
+            ),
         ),
         migrations.AddIndex(
-            model_name='probeboardrow',
-            index=models.Index(fields=['suite', 'suite_version', 'phase', 'sort_group', 'sort_a', 'sort_b', 'sort_name', 'id'], name='probe_board_order'),
+            model_name="probeboardrow",
+            index=models.Index(
+                fields=[
+                    "suite",
+                    "suite_version",
+                    "phase",
+                    "sort_group",
+                    "sort_a",
+                    "sort_b",
+                    "sort_name",
+                    "id",
+                ],
+                name="probe_board_order",
+            ),
         ),
         migrations.AddIndex(
-            model_name='probeboardrow',
-            index=models.Index(fields=['suite', 'suite_version', 'phase', 'span_low'], name='probe_board_low'),
+            model_name="probeboardrow",
+            index=models.Index(
+                fields=["suite", "suite_version", "phase", "span_low"], name="probe_board_low"
+            ),
         ),
         migrations.AddIndex(
-            model_name='probeboardrow',
-            index=models.Index(fields=['suite', 'suite_version', 'phase', 'span_high'], name='probe_board_high'),
+            model_name="probeboardrow",
+            index=models.Index(
+                fields=["suite", "suite_version", "phase", "span_high"], name="probe_board_high"
+            ),
         ),
     ]

@@ -384,6 +384,33 @@ class DatasetRelease(TimeStampedModel):
         return f"{self.dataset.slug}@{self.number}"
 
 
+# The metrics of a board row kept as columns (sortable by index), from its metrics document.
+METRIC_COLUMNS = (
+    "truth",
+    "scan",
+    "qa",
+    "tp",
+    "partial",
+    "fp",
+    "fn",
+    "precision",
+    "recall",
+    "precision_with_partial",
+    "recall_with_partial",
+)
+
+
+def audit_metric_columns(metrics: dict[str, Any]) -> dict[str, float | None]:
+    """A board row's metric columns from its metrics document (a missing or non-numeric key:
+    null, which sorts last)."""
+    out: dict[str, float | None] = {}
+    for key in METRIC_COLUMNS:
+        value = metrics.get(key)
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        out[key] = float(value) if numeric else None
+    return out
+
+
 class AuditBoardRow(models.Model):
     """One scanner's row on the board of one (release, judge), written when a run ends.
 
@@ -430,6 +457,19 @@ class AuditBoardRow(models.Model):
     # The metrics' F1, the board's second sort key, as a column: re-ranking a board reads it
     # for every row, and parsing every row's metrics document would cost more than the rest.
     f1 = models.FloatField(null=True, blank=True)
+    # The metrics a board sorts by, as columns of their own (``METRIC_COLUMNS``): sorting
+    # 100,000 rows by a key of the metrics document parsed every document (0.4 s).
+    truth = models.FloatField(null=True, blank=True)
+    scan = models.FloatField(null=True, blank=True)
+    qa = models.FloatField(null=True, blank=True)
+    tp = models.FloatField(null=True, blank=True)
+    partial = models.FloatField(null=True, blank=True)
+    fp = models.FloatField(null=True, blank=True)
+    fn = models.FloatField(null=True, blank=True)
+    precision = models.FloatField(null=True, blank=True)
+    recall = models.FloatField(null=True, blank=True)
+    precision_with_partial = models.FloatField(null=True, blank=True)
+    recall_with_partial = models.FloatField(null=True, blank=True)
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
     ci_level = models.FloatField(null=True, blank=True)
@@ -488,6 +528,12 @@ class AuditBoardRow(models.Model):
                 name="audit_board_order",
             ),
             models.Index(fields=["release", "judge", "phase", "span_low"], name="audit_board_low"),
+            *(
+                models.Index(
+                    fields=["release", "judge", "phase", column], name=f"audit_board_{column}"[:30]
+                )
+                for column in METRIC_COLUMNS
+            ),
             models.Index(
                 fields=["release", "judge", "phase", "span_high"], name="audit_board_high"
             ),

@@ -25,7 +25,7 @@ from benchmarks_app.formatting import whole_number
 from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Repo
 from benchmarks_app.models.audit import AuditBoardRow, AuditDataset, DatasetRelease
 from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, attach_marks, own_order
-from benchmarks_app.selectors.board_ordering import JsonNumber, Ordered, Reversed
+from benchmarks_app.selectors.board_ordering import Ordered, Reversed
 from benchmarks_app.selectors.paired import paired_fields
 from benchmarks_app.selectors.phases import phase_board_visible
 from scoring.audit.judges import parse_judge_spec
@@ -462,7 +462,8 @@ AUDIT_ORDERING_COLUMNS: dict[str, Any] = {
     "complete": F("is_complete"),
     "repos_evaluated": F("repos_evaluated"),
     "repos_total": F("repos_total"),
-    **{k: JsonNumber(k) for k in ("tp", "partial", "fp", "fn", "precision", "recall", "f1")},
+    # Columns of their own (indexed), not keys of the metrics document.
+    **{k: F(k) for k in ("tp", "partial", "fp", "fn", "precision", "recall", "f1")},
     "f1_with_partial": F("f1_with_partial"),
 }
 assert list(AUDIT_ORDERING_COLUMNS) == [k for k in PUBLIC_ROW_KEYS if k != "f1_with_partial_ci"]

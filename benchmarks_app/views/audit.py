@@ -42,7 +42,6 @@ from benchmarks_app.selectors.audit_boards import (
 )
 from benchmarks_app.selectors.audit_progress import board_runs_in_progress
 from benchmarks_app.selectors.board_marks import AUDIT_SHAPE
-from benchmarks_app.selectors.board_ordering import JsonNumber
 from benchmarks_app.selectors.judge_agreement import audit_board_agreement
 from benchmarks_app.selectors.judge_records import judge_record_choices
 from benchmarks_app.selectors.runs import ended_run_failure_causes
@@ -205,7 +204,7 @@ BOARD_ORDERING: dict[str, Any] = {
     **AUDIT_ORDERING_COLUMNS,
     "repos": F("repos_evaluated"),
     **{
-        key: JsonNumber(key)
+        key: F(key)
         for key in ("truth", "scan", "qa", "precision_with_partial", "recall_with_partial")
     },
     # Entries without a method (blank) come last, as missing values do.

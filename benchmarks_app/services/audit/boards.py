@@ -28,7 +28,12 @@ from typing import Any
 from django.db import transaction
 
 from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Scanner
-from benchmarks_app.models.audit import AuditBoardRow, DatasetRelease, audit_board_sort_fields
+from benchmarks_app.models.audit import (
+    AuditBoardRow,
+    DatasetRelease,
+    audit_board_sort_fields,
+    audit_metric_columns,
+)
 from benchmarks_app.selectors.audit_boards import (
     board_chosen_runs,
     board_judge_key,
@@ -131,6 +136,7 @@ def _row_fields(
         "metrics": {**totals, **method},
         "f1_with_partial": totals.get("f1_with_partial"),
         "f1": totals.get("f1"),
+        **audit_metric_columns(totals),
         **_interval_fields(rows, previous),
     }
 

@@ -27,7 +27,12 @@ from benchmarks_app.models import (
     RunStatus,
     Scanner,
 )
-from benchmarks_app.models.audit import AuditBoardRow, DatasetRelease
+from benchmarks_app.models.audit import (
+    METRIC_COLUMNS,
+    AuditBoardRow,
+    DatasetRelease,
+    audit_metric_columns,
+)
 from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, own_order
 from benchmarks_app.services.audit import audit_release_create, audit_release_publish
 from benchmarks_app.services.audit.boards import audit_board_refresh, audit_board_refresh_for_run
@@ -128,6 +133,11 @@ def marks_match_the_definition(release: DatasetRelease) -> list[tuple[Any, ...]]
         )
     )
     read = read_marks(AUDIT_SHAPE, {"release": release.pk, "judge": "offline", "phase": None})
+    # The sortable metric columns are the metrics document's numbers (null where missing).
+    for row in AuditBoardRow.objects.filter(release=release, judge="offline", phase=None):
+        stored = {key: getattr(row, key) for key in METRIC_COLUMNS}
+        assert stored == audit_metric_columns(row.metrics)
+        assert stored["tp"] == row.metrics["tp"] and stored["truth"] == row.metrics["truth"]
     definition = order_board(
         names=[r["scanner__name"] for r in rows],
         complete=[r["is_complete"] for r in rows],
