@@ -12,8 +12,9 @@ bulk (``bulk_create`` in batches, never the services per entrant):
   are written by the boards' full refresh (its time is printed; a run's end is incremental
   and measured below).
 
-Then, per board: the API's first page, a sorted page and the last page, and the web page's
-(templates rendered), ``READS`` GETs each through the whole Django stack (test client, no
+Then, per board: the API's first page, a sorted page, the middle page and the last page (the
+places and ranks of a page's rows are counted over the board's indexes when it is read, so
+the middle and last pages are the costly ones), and the web page's (templates rendered), ``READS`` GETs each through the whole Django stack (test client, no
 sockets): p50/p95 ms and the queries of one request. Then ``RUN_ENDS`` audit run ends (half
 of new scanners, half of existing ones with new results), each a run and its results created
 in bulk and ``audit_board_refresh_for_run`` timed: wall and CPU ms (the database is SQLite,
@@ -367,18 +368,21 @@ def _reads(size: int) -> list[tuple[str, str, str]]:
     return [
         ("audit", "API page 1", f"{audit_api}?page_size=50"),
         ("audit", "API -tp page 2", f"{audit_api}?page_size=50&ordering=-tp&page=2"),
+        ("audit", "API middle page", f"{audit_api}?page_size=50&page={api_last // 2}"),
         ("audit", "API last page", f"{audit_api}?page_size=50&page={api_last}"),
         ("audit", "page 1", "/audit/"),
         ("audit", "page sort=-tp p2", "/audit/?sort=-tp&page=2"),
         ("audit", "page last", f"/audit/?page={page_last}"),
         ("probes", "API page 1", f"{probes_api}page_size=50"),
         ("probes", "API -pass_rate p2", f"{probes_api}page_size=50&ordering=-pass_rate&page=2"),
+        ("probes", "API middle page", f"{probes_api}page_size=50&page={api_last // 2}"),
         ("probes", "API last page", f"{probes_api}page_size=50&page={api_last}"),
         ("probes", "page 1", "/probes/"),
         ("probes", "page sort p2", "/probes/?bench-board-sort=pass_rate&bench-board-page=2"),
         ("probes", "page last", f"/probes/?bench-board-page={page_last}"),
         ("checklist", "API page 1", f"{checklist_api}page_size=50"),
         ("checklist", "API -c_g page 2", f"{checklist_api}page_size=50&ordering=-c_g&page=2"),
+        ("checklist", "API middle page", f"{checklist_api}page_size=50&page={api_last // 2}"),
         ("checklist", "API last page", f"{checklist_api}page_size=50&page={api_last}"),
         ("checklist", "page 1", "/checklist/?challenge=bench-board"),
         ("checklist", "page sort p2", "/checklist/?challenge=bench-board&sort=-c_g&page=2"),
