@@ -39,6 +39,9 @@ from urllib.parse import urlencode
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
+from django.utils.formats import localize
+from django.utils.html import conditional_escape
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import slugify
 
 from benchmarks_app.formatting import format_fixed, format_percent
@@ -127,6 +130,21 @@ class Row:
     rank: int
     cells: list[Cell]
     source: Any
+
+    @property
+    def cells_html(self) -> SafeString:
+        """The row's ``<td>`` cells, escaped as the template would: built here because a
+        template loop over 100 rows of 20 cells cost most of a board page's time."""
+        parts = []
+        for cell in self.cells:
+            classes = ("num" if cell.numeric else "") + (" col-detail" if cell.detail else "")
+            attribute = f' class="{classes}"' if classes else ""
+            text = conditional_escape(localize(cell.text))
+            if cell.url:
+                text = f'<a href="{conditional_escape(cell.url)}">{text}</a>'
+            parts.append(f"<td{attribute}>{text}</td>")
+        # Every text and URL was escaped above.
+        return mark_safe("".join(parts))
 
 
 def _sort_key(value: Any) -> Any:
