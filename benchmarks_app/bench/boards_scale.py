@@ -14,7 +14,8 @@ bulk (``bulk_create`` in batches, never the services per entrant):
 
 Then, per board: the API's first page, a sorted page, the middle page and the last page (the
 places and ranks of a page's rows are counted over the board's indexes when it is read, so
-the middle and last pages are the costly ones), and the web page's (templates rendered), ``READS`` GETs each through the whole Django stack (test client, no
+the middle and last pages are the costly ones), and the web page's (templates rendered),
+``READS`` GETs each through the whole Django stack (test client, no
 sockets): p50/p95 ms and the queries of one request. Then ``RUN_ENDS`` audit run ends (half
 of new scanners, half of existing ones with new results), each a run and its results created
 in bulk and ``audit_board_refresh_for_run`` timed: wall and CPU ms (the database is SQLite,

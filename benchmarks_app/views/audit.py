@@ -58,14 +58,14 @@ from benchmarks_app.views.audit_datasets import board_chips, board_query, submit
 from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.paired import paired_columns
-from benchmarks_app.views.tables import Column, SortableTable
+from benchmarks_app.views.tables import Column, SortableTable, row_url
 from scoring.audit.metrics import render_markdown
 
 app_name = "audit"
 
 
 def _scanner_link(row: Any) -> str:
-    url = reverse("audit:scanner", args=[row["scanner"]])
+    url = row_url("audit:scanner", row["scanner"])
     return f"{url}?{row['report_query']}" if row.get("report_query") else url
 
 

@@ -64,7 +64,7 @@ from benchmarks_app.views.checklist_actions import (
 )
 from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.paired import paired_columns
-from benchmarks_app.views.tables import Column
+from benchmarks_app.views.tables import Column, row_url
 from benchmarks_app.views.upload_fields import UploadField
 
 app_name = "checklist"
@@ -146,7 +146,7 @@ def leaderboard_columns(*, my_team_id: int | None, staff: bool) -> list[Column]:
 
     def entry_link(row: Any) -> str | None:
         if staff or (my_team_id is not None and row["team_id"] == my_team_id):
-            return reverse("checklist:submission-detail", args=[row["submission"]])
+            return row_url("checklist:submission-detail", row["submission"])
         return None
 
     # Rank, team and S come first, so that on a phone they stay in view while the other

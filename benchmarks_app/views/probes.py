@@ -50,7 +50,7 @@ from benchmarks_app.services.uploads import errors_capped, upload_limit_text
 from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.entry_fields import method_fields
 from benchmarks_app.views.paired import paired_columns
-from benchmarks_app.views.tables import Column, SortableTable
+from benchmarks_app.views.tables import Column, SortableTable, row_url
 from benchmarks_app.views.upload_fields import UploadField
 from scoring.probes.metrics import board_markdown
 from scoring.probes.report import report_markdown
@@ -70,11 +70,11 @@ MY_SUBMISSIONS_SHOWN = 10
 
 
 def _submission_link(row: Any) -> str:
-    return reverse("probes:submission", args=[row["submission_id"]])
+    return row_url("probes:submission", row["submission_id"])
 
 
 def _report_link(row: Any) -> str:
-    return reverse("probes:report-json", args=[row["submission_id"]])
+    return row_url("probes:report-json", row["submission_id"])
 
 
 def _entry_notes(row: Any) -> str:

@@ -27,6 +27,7 @@ formatted ones, in the order currently shown. Cells are rounded (never cut off) 
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,13 +35,15 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
+from django.urls import get_script_prefix, reverse
 from django.utils.formats import localize
 from django.utils.html import conditional_escape
+from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import slugify
 
@@ -106,6 +109,23 @@ class Column:
         if self.kind == "datetime" and isinstance(value, datetime | date):
             return value.strftime("%Y-%m-%d %H:%M") if isinstance(value, datetime) else str(value)
         return str(value)
+
+
+# A number no URL of the site holds: reversed in its place once, then replaced per row.
+_SLOT = "9876543210123"
+
+
+@functools.lru_cache(maxsize=64)
+def _url_pattern(name: str, prefix: str) -> str:
+    return reverse(name, args=[_SLOT])
+
+
+def row_url(name: str, arg: Any) -> str:
+    """``reverse(name, args=[arg])`` for one argument, reversed once per URL name: a board
+    page links every row, and each ``reverse`` reads Django's request-local state several
+    times (a fifth of an audit page's time)."""
+    pattern = _url_pattern(name, get_script_prefix())
+    return pattern.replace(_SLOT, quote(str(arg), safe=RFC3986_SUBDELIMS + "/~:@"), 1)
 
 
 @dataclass(frozen=True)

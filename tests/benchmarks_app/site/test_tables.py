@@ -134,3 +134,15 @@ def test_columns_can_be_inferred_from_dict_rows():
         ("score", "float"),
         ("n", "int"),
     ]
+
+
+@pytest.mark.parametrize(
+    "name", ["tool", "a b", "naïve-π", "50%", "x?y#z", "a&b=c", "9876543210123"]
+)
+def test_row_url_is_what_reverse_gives(name):
+    from django.urls import reverse
+
+    from benchmarks_app.views.tables import row_url
+
+    assert row_url("audit:scanner", name) == reverse("audit:scanner", args=[name])
+    assert row_url("probes:submission", 42) == reverse("probes:submission", args=[42])
