@@ -528,6 +528,10 @@ class AuditBoardRow(models.Model):
                 name="audit_board_order",
             ),
             models.Index(fields=["release", "judge", "phase", "span_low"], name="audit_board_low"),
+            # The board's stamp (rows, last written), which caches read: an index, not rows.
+            models.Index(
+                fields=["release", "judge", "phase", "computed_at"], name="audit_board_written"
+            ),
             *(
                 models.Index(
                     fields=["release", "judge", "phase", column], name=f"audit_board_{column}"[:30]

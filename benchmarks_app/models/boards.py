@@ -121,6 +121,10 @@ class ProbeBoardRow(BoardRowFields):
                 fields=["suite", "suite_version", "phase", "span_low"], name="probe_board_low"
             ),
             models.Index(
+                fields=["suite", "suite_version", "phase", "computed_at"],
+                name="probe_board_written",
+            ),
+            models.Index(
                 fields=["suite", "suite_version", "phase", "span_high"], name="probe_board_high"
             ),
             models.Index(fields=["suite", "suite_version", "phase", "pass_rate"]),
@@ -174,6 +178,9 @@ class ChecklistBoardRow(BoardRowFields):
                 name="checklist_board_order",
             ),
             models.Index(fields=["challenge", "phase", "span_low"], name="checklist_board_low"),
+            models.Index(
+                fields=["challenge", "phase", "computed_at"], name="checklist_board_written"
+            ),
             models.Index(fields=["challenge", "phase", "span_high"], name="checklist_board_high"),
             models.Index(fields=["challenge", "phase", "exact", "s"], name="checklist_board_exact"),
             models.Index(fields=["challenge", "phase", "c_g"]),

@@ -198,6 +198,20 @@ class _Counts:
             previous = threshold
         self.requests[request] = ordered
 
+    def ask_equal(
+        self, request: str, names: Sequence[str], equal: int, key: tuple[Any, ...]
+    ) -> None:
+        """Ask for the rows whose first ``equal`` columns of ``names`` equal ``key``'s and
+        whose whole ``names`` come before ``key`` (by the name ``request``, at ``key``)."""
+        columns = [_column(self.shape, name) for name in names]
+        same = " AND ".join(f"{c} = %s" for c in columns[:equal])
+        rest, values = _compare(columns[equal:], "<", key[equal:])
+        self.selects.append(
+            f"(SELECT COUNT(*) FROM {self.table} WHERE {self.base} AND {same} AND {rest})"
+        )
+        self.params += [*self.base_params, *key[:equal], *values]
+        self.requests[request] = [key]
+
     def take(self) -> dict[str, dict[tuple[Any, ...], int]]:
         """Every request's counts by threshold (one statement for all)."""
         slices: Sequence[int] = ()
@@ -219,9 +233,11 @@ def _counted(shape: BoardShape, board: Mapping[str, Any], rows: list[_Row]) -> d
     loose = [r for r in ranked if not r.exact]
     counts.ask("before", shape.order, "<", [r.key for r in rows])
     if shape.shared:
-        # Rows with the same numbers (the leading order columns) share a rank.
-        prefix = shape.order[: shape.shared]
-        counts.ask("shared", prefix, "<", [r.key[: shape.shared] for r in ranked])
+        # Rows with the same numbers (the leading order columns) share a rank: the rank is
+        # the place less the rows before it with those numbers (an equality prefix of the
+        # order index: a few entries, not the rows above).
+        for r in ranked:
+            counts.ask_equal(f"tied {r.pk}", shape.order, shape.shared, r.key)
     counts.ask("above", ["span_low"], ">", [(r.high,) for r in loose])
     counts.ask("reach", ["span_high"], ">=", [(r.low,) for r in loose])
     if shape.value is not None:
@@ -236,7 +252,7 @@ def _counted(shape: BoardShape, board: Mapping[str, Any], rows: list[_Row]) -> d
         counts.ask("all_reach", [shape.value], ">=", points)
     taken = counts.take()
     before, above, reach = taken["before"], taken["above"], taken["reach"]
-    shared = taken.get("shared", {})
+
     exact_above, exact_reach = taken.get("exact_above", {}), taken.get("exact_reach", {})
     all_above, all_reach = taken.get("all_above", {}), taken.get("all_reach", {})
     out = {}
@@ -245,7 +261,7 @@ def _counted(shape: BoardShape, board: Mapping[str, Any], rows: list[_Row]) -> d
         if not r.ranked:
             out[r.pk] = Marks(position, None, None, None)
             continue
-        rank = 1 + shared[r.key[: shape.shared]] if shape.shared else position
+        rank = position - taken[f"tied {r.pk}"][r.key] if shape.shared else position
         if r.exact:
             low, high = 1 + all_above[(r.value,)], all_reach[(r.value,)]
         else:

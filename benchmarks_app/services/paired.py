@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 from django.db import transaction
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Max, Q, QuerySet
 
 from benchmarks_app.models import Benchmark, EvaluationRun, PairedRefresh
 from benchmarks_app.selectors.audit_boards import board_judge_key
@@ -116,7 +116,8 @@ def _spans(rows: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 def _fingerprint(board: BoardKey) -> dict[str, Any]:
     """What changes whenever a board's rows do: their number and latest write (a run's end
     saves its entrant's row, which writes ``computed_at``; paired marks do not touch it)."""
-    return board_queryset(board).aggregate(rows=Count("pk"), latest=Max("computed_at"))
+    rows = board_queryset(board)
+    return {"rows": rows.count(), "latest": rows.aggregate(at=Max("computed_at"))["at"]}
 
 
 def board_paired_refresh(

@@ -16,7 +16,9 @@ stand for the scanner there instead of the latest ones. Each row also carries th
 The rows are derived data, rebuilt from the appended results: :func:`audit_board_refresh`
 writes the whole board in one transaction (the release row is locked, so two runs ending at
 once write it one after the other). A row's interval is recomputed only when the repo
-results it sums change, so a run that ends costs one interval, not one per scanner.
+results it sums change, so a run that ends costs one interval, not one per scanner; it writes
+that scanner's row and the ties of its neighbours (:func:`audit_board_update`). Places, ranks
+and rank ranges are counted when the board is read (:mod:`benchmarks_app.selectors.board_marks`).
 """
 
 from __future__ import annotations

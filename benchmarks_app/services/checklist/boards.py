@@ -8,11 +8,11 @@ flag. Rows of hidden phases are written too: who may read them is decided when r
 
 A full rebuild (:func:`checklist_board_refresh`) rewrites the whole board in one transaction
 with the challenge row locked. A run's end, a choice or a withdrawal changes one team's entry
-only: :func:`checklist_board_update` rebuilds that team's row from its scores and gives the
-other rows the places, rank ranges and ties a rebuild would, writing only the rows whose marks
-change (:mod:`benchmarks_app.services.board_marks`); a property test compares the two. The
-challenge row is locked meanwhile too, so two runs ending at once update the board one after
-the other.
+only: :func:`checklist_board_update` rebuilds that team's row from its scores and the ties
+of the rows next to where it was and is now; places, ranks and rank ranges are counted when
+the board is read (:mod:`benchmarks_app.selectors.board_marks`). A property test compares the
+two with a rebuild. The challenge row is locked meanwhile too, so two runs ending at once
+update the board one after the other.
 """
 
 from __future__ import annotations
