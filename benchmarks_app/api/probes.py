@@ -30,7 +30,8 @@ from benchmarks_app.api.leaderboard import (
 )
 from benchmarks_app.api.parsers import JSONParser
 from benchmarks_app.formatting import MAX_ID
-from benchmarks_app.selectors.board_marks import PROBE_SHAPE, light_fields
+from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks, light_fields
 from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
@@ -255,7 +256,9 @@ class ProbeLeaderboardView(BoardRowListView):
             user=self.request.user,
         )
         self._board_order = probe_board_order(rows)
-        return rows.values(*ROW_COLUMNS, *light_fields(PROBE_SHAPE))
+        # Model rows, not values(): the page's keys are then read without the joins the
+        # row's columns need (values() keeps them in every query made from it).
+        return rows
 
     @property
     def default_ordering(self) -> list[Any]:
@@ -265,6 +268,20 @@ class ProbeLeaderboardView(BoardRowListView):
 
     def row(self, obj: Any) -> dict[str, Any]:
         return board_row(obj, placed=self._placed)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.get_queryset().only("pk"))
+        assert page is not None  # a pagination class is always set
+        ids = [obj.pk for obj in page]
+        found = {
+            values["pk"]: values
+            for values in ProbeBoardRow.objects.filter(pk__in=ids).values(
+                *ROW_COLUMNS, *light_fields(PROBE_SHAPE)
+            )
+        }
+        stored = attach_marks(PROBE_SHAPE, [found[pk] for pk in ids if pk in found])
+        rows = [self.row(values) for values in stored]
+        return self.get_paginated_response(self.get_serializer(rows, many=True).data)
 
 
 class ProbeReportView(APIView):

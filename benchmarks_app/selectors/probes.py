@@ -195,7 +195,9 @@ def probe_board_order(rows: QuerySet[ProbeBoardRow]) -> list[Any]:
     # one grouped MAX over every row cost a second at 100,000 rows.
     keys = list(rows.order_by().values_list("suite_id", "suite_version").distinct()[:2])
     if len(keys) <= 1:
-        return own_order(PROBE_SHAPE)
+        # One board: its suite and version lead its order index, so the rows are read in
+        # index order (a suite's name is filtered by a join, its version by nothing).
+        return ["suite_id", "suite_version", "phase_id", *own_order(PROBE_SHAPE)]
     boards = sorted(
         rows.order_by()
         .values("suite_id", "suite__name", "suite_version")
