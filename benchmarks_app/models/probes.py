@@ -166,6 +166,10 @@ class ResponseSubmission(EntryMetadata, TimeStampedModel):
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [
+            # A model's submissions to a suite (what a run's end re-reads for its board row).
+            models.Index(fields=["suite", "model_name"], name="probe_submission_model"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.model_name} on {self.suite}"

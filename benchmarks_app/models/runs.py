@@ -113,6 +113,9 @@ class EvaluationRun(EntryMetadata, TimeStampedModel):
             models.Index(fields=["benchmark", "-created_at", "-id"], name="run_list_benchmark"),
             # A board's runs under way (its page lists them): a few among 100,000 ended ones.
             models.Index(fields=["release", "status"], name="run_release_status"),
+            # One scanner's runs of a release (what a run's end re-reads for its board row):
+            # a few rows, where the release's index alone scans 100,000.
+            models.Index(fields=["scanner", "release"], name="run_scanner_release"),
             # What a run list's visibility filter reads: its COUNT(*) scans this index, not
             # the table (300,000 runs).
             models.Index(fields=["checklist_submission", "phase"], name="run_visibility"),

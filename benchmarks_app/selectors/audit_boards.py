@@ -117,8 +117,10 @@ def _board_runs(
         runs = runs.filter(
             Q(phase__isnull=True) | Q(phase__is_hidden=False) | Q(phase__revealed_at__isnull=False)
         )
+    # Unordered: the runs' default order (newest first) made SQLite walk the run list's
+    # index over every run of the benchmark rather than look up one scanner's few runs.
     runs = runs.only("id", "judge", "judge_config", "scanner_id", "board_choice", "phase_id")
-    return [run for run in runs if board_judge_key(run) == judge]
+    return [run for run in runs.order_by() if board_judge_key(run) == judge]
 
 
 def board_run_ids(*, release: DatasetRelease, judge: str, phase: Phase | None = None) -> list[int]:

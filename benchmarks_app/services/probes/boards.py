@@ -28,6 +28,7 @@ from benchmarks_app.models import (
     Phase,
     ProbeRunReport,
     ProbeSuite,
+    ResponseSubmission,
     RunStatus,
 )
 from benchmarks_app.models.boards import ProbeBoardRow, probe_board_sort_fields
@@ -74,7 +75,10 @@ def _board_reports(
         submission__suite=suite, run__status=RunStatus.SUCCEEDED
     ).select_related("submission", "submission__phase")
     if model_name is not None:
-        qs = qs.filter(submission__model_name=model_name)
+        # The model's submissions by id (a handful): filtered by a join, SQLite walked every
+        # report of the suite newest first (60 ms at 100,000 models).
+        ids = ResponseSubmission.objects.filter(suite=suite, model_name=model_name)
+        qs = qs.filter(submission_id__in=list(ids.values_list("pk", flat=True)))
     if phase is not None:
         qs = qs.filter(submission__phase=phase)
     else:
@@ -86,11 +90,15 @@ def _board_reports(
         )
     # Only what a row needs: the report's metrics hold every case summary and can be large,
     # so the two keys read from them are read by key.
-    return list(
-        qs.defer("metrics", "observability")
-        .annotate(version=KT("metrics__suite_version"), evaluated=KT("metrics__counts__evaluated"))
-        .order_by("-created_at", "-id")
+    qs = qs.defer("metrics", "observability").annotate(
+        version=KT("metrics__suite_version"), evaluated=KT("metrics__counts__evaluated")
     )
+    if model_name is not None:
+        # One model's few reports, sorted here: an ORDER BY made SQLite walk the reports'
+        # time index instead of looking them up by submission.
+        found = list(qs.order_by())
+        return sorted(found, key=lambda r: (r.created_at, r.pk), reverse=True)
+    return list(qs.order_by("-created_at", "-id"))
 
 
 def _entries(reports: Iterable[ProbeRunReport]) -> dict[tuple[str, str], ProbeRunReport]:
