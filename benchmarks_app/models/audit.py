@@ -407,7 +407,7 @@ def audit_metric_columns(metrics: dict[str, Any]) -> dict[str, float | None]:
     for key in METRIC_COLUMNS:
         value = metrics.get(key)
         numeric = isinstance(value, int | float) and not isinstance(value, bool)
-        out[key] = float(value) if numeric else None
+        out[key] = float(value) if numeric and value is not None else None
     return out
 
 

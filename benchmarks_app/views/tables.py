@@ -159,7 +159,7 @@ class Row:
         for cell in self.cells:
             classes = ("num" if cell.numeric else "") + (" col-detail" if cell.detail else "")
             attribute = f' class="{classes}"' if classes else ""
-            text = conditional_escape(localize(cell.text))
+            text: str = conditional_escape(localize(cell.text))
             if cell.url:
                 text = f'<a href="{conditional_escape(cell.url)}">{text}</a>'
             parts.append(f"<td{attribute}>{text}</td>")
