@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 from django.db import connection
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Model
 
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.models.boards import ChecklistBoardRow, ProbeBoardRow
@@ -376,27 +376,29 @@ def _pk(row: Any) -> int:
     return int(row.pk)
 
 
+def _set_marks(row: Any, marks: Marks | None) -> None:
+    fields = mark_fields(marks)
+    if isinstance(row, dict):
+        row.update(fields)
+    else:
+        for name, value in fields.items():
+            setattr(row, name, value)
+
+
 def attach_marks(shape: BoardShape, rows: Sequence[Any]) -> list[Any]:
     """Set ``position``, ``rank``, ``rank_low`` and ``rank_high`` on stored board rows (model
     instances, or ``values()`` dicts with ``pk`` or ``id`` and the board's columns), board by
     board; returns ``rows``."""
-
-    pk = _pk
     boards: dict[tuple[Any, ...], list[Any]] = {}
     for row in rows:
         key = tuple(_get(shape, row, name) for name in shape.board)
         boards.setdefault(key, []).append(row)
     for key, members in boards.items():
         marks = board_marks(
-            shape, dict(zip(shape.board, key, strict=True)), map(pk, members), rows=members
+            shape, dict(zip(shape.board, key, strict=True)), map(_pk, members), rows=members
         )
         for row in members:
-            fields = mark_fields(marks.get(pk(row)))
-            if isinstance(row, dict):
-                row.update(fields)
-            else:
-                for name, value in fields.items():
-                    setattr(row, name, value)
+            _set_marks(row, marks.get(_pk(row)))
     return list(rows)
 
 
@@ -408,12 +410,7 @@ def with_all_marks(shape: BoardShape, rows: Iterable[Any]) -> Iterator[Any]:
         key = tuple(_get(shape, row, name) for name in shape.board)
         if key not in known:
             known[key] = board_marks(shape, dict(zip(shape.board, key, strict=True)))
-        fields = mark_fields(known[key].get(_pk(row)))
-        if isinstance(row, dict):
-            row.update(fields)
-        else:
-            for name, value in fields.items():
-                setattr(row, name, value)
+        _set_marks(row, known[key].get(_pk(row)))
         yield row
 
 
@@ -424,7 +421,7 @@ def own_order(shape: BoardShape) -> list[str]:
     return [_attribute(shape, name) for name in shape.order]
 
 
-# --- Ties with the row above (stored; a change moves at most three rows' ties).
+# --- Ties with the row above (stored; written by ``services.board_ties``).
 
 
 def tied_between(above: _Row | None, row: _Row) -> bool:
@@ -438,7 +435,7 @@ def tied_between(above: _Row | None, row: _Row) -> bool:
     return row.low <= above.high and above.low <= row.high
 
 
-def _neighbour(
+def neighbour(
     shape: BoardShape, board: Mapping[str, Any], key: tuple[Any, ...], op: str
 ) -> _Row | None:
     """The row right before (``op`` "<") or right after (">") ``key`` in the board's order."""
@@ -456,29 +453,6 @@ def _neighbour(
         )
         found = cursor.fetchone()
     return _rows_from(shape, [found])[0] if found else None
-
-
-def ties_update(
-    shape: BoardShape, board: Mapping[str, Any], keys: Iterable[tuple[Any, ...] | None]
-) -> set[int]:
-    """Bring the stored ties up to date around the order keys ``keys`` (where a row was
-    written, moved from, or deleted): the row at each key and the row after it. Returns the
-    ids of the rows whose tie changed."""
-    manager = shape.model._default_manager
-    seen: set[int] = set()
-    changed: set[int] = set()
-    for key in {k for k in keys if k is not None}:
-        rows = manager.filter(**board_filter(shape, board))
-        at = _neighbour(shape, board, key, ">=")
-        after = _neighbour(shape, board, at.key, ">") if at is not None else None
-        for row in (at, after):
-            if row is None or row.pk in seen:
-                continue
-            seen.add(row.pk)
-            tied = tied_between(_neighbour(shape, board, row.key, "<"), row)
-            if rows.filter(pk=row.pk).exclude(**{shape.tied: tied}).update(**{shape.tied: tied}):
-                changed.add(row.pk)
-    return changed
 
 
 def ties_all(shape: BoardShape, rows: Sequence[Any]) -> None:
@@ -511,15 +485,6 @@ def _attribute(shape: BoardShape, name: str) -> str:
 def key_of(shape: BoardShape, row: Any) -> tuple[Any, ...]:
     """A stored row's order key (model instance)."""
     return tuple(getattr(row, _attribute(shape, name)) for name in shape.order)
-
-
-def with_ordering(queryset: QuerySet[Any], shape: BoardShape) -> QuerySet[Any]:
-    return queryset.order_by(*own_order(shape))
-
-
-def ranked_q() -> Q:
-    """Rows that are ranked (a span, or an exact value)."""
-    return Q(span_low__isnull=False) | Q(exact=True)
 
 
 AUDIT_SHAPE = BoardShape(

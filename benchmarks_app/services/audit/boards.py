@@ -42,7 +42,8 @@ from benchmarks_app.selectors.audit_boards import (
     board_repo_results,
     release_repo_ids,
 )
-from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, key_of, ties_all, ties_update
+from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, key_of, ties_all
+from benchmarks_app.services.board_ties import board_row_delete, board_row_save
 from scoring.audit.board import (
     BOARD_LEVEL,
     BOARD_RESAMPLES,
@@ -217,7 +218,6 @@ def audit_board_update(
         return len(audit_board_refresh(release=release, judge=judge, phase=phase))
     rows = board_repo_results(release=release, judge=judge, phase=phase, scanner_id=scanner_id)
     previous = board.filter(scanner_id=scanner_id).select_related("scanner").first()
-    where = {"release": release.pk, "judge": judge, "phase": phase.pk if phase else None}
     old_key = key_of(AUDIT_SHAPE, previous) if previous is not None else None
     if rows:
         method = _methods(
@@ -229,15 +229,13 @@ def audit_board_update(
             previous = AuditBoardRow(
                 release=release, judge=judge, phase=phase, scanner_id=scanner_id
             )
-        name = Scanner.objects.filter(pk=scanner_id).values_list("name", flat=True).get()
+        # The scanner came with the stored row; a new row reads it.
+        name = previous.scanner.name
         for field, value in {**fields, **_sort_fields(fields, name)}.items():
             setattr(previous, field, value)
-        previous.save()
-        new_key = key_of(AUDIT_SHAPE, previous)
-        return len({previous.pk} | ties_update(AUDIT_SHAPE, where, [old_key, new_key]))
+        return board_row_save(shape=AUDIT_SHAPE, row=previous, old_key=old_key)
     if previous is not None:
-        previous.delete()
-        return 1 + len(ties_update(AUDIT_SHAPE, where, [old_key]))
+        return board_row_delete(shape=AUDIT_SHAPE, row=previous)
     return 0
 
 

@@ -35,7 +35,8 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.boards import ChecklistBoardRow, checklist_board_sort_fields
 from benchmarks_app.models.phases import Phase
-from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, key_of, ties_all, ties_update
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, key_of, ties_all
+from benchmarks_app.services.board_ties import board_row_delete, board_row_save
 from scoring.checklist.scores import CI_METRIC
 
 _SCORE_FIELDS = (
@@ -198,18 +199,13 @@ def checklist_board_update(*, challenge: Challenge, phase: Phase | None, team_id
     entries = board_entries(challenge=challenge, phase=phase, team_id=team_id)
     board = ChecklistBoardRow.objects.filter(challenge=challenge, phase=phase)
     previous = board.filter(team_id=team_id).first()
-    where = {"challenge": challenge.pk, "phase": phase.pk if phase else None}
-    old_key = key_of(CHECKLIST_SHAPE, previous) if previous is not None else None
     if entries:
         row = _row(challenge, phase, entries[0])
         row.pk = previous.pk if previous is not None else None
-        row.save()
-        return len(
-            {row.pk} | ties_update(CHECKLIST_SHAPE, where, [old_key, key_of(CHECKLIST_SHAPE, row)])
-        )
+        old_key = key_of(CHECKLIST_SHAPE, previous) if previous is not None else None
+        return board_row_save(shape=CHECKLIST_SHAPE, row=row, old_key=old_key)
     if previous is not None:
-        previous.delete()
-        return 1 + len(ties_update(CHECKLIST_SHAPE, where, [old_key]))
+        return board_row_delete(shape=CHECKLIST_SHAPE, row=previous)
     return 0
 
 

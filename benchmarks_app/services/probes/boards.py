@@ -32,7 +32,8 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.models.boards import ProbeBoardRow, probe_board_sort_fields
-from benchmarks_app.selectors.board_marks import PROBE_SHAPE, key_of, ties_all, ties_update
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, key_of, ties_all
+from benchmarks_app.services.board_ties import board_row_delete, board_row_save
 from scoring.probes.metrics import RANKING_METRIC
 
 
@@ -220,20 +221,13 @@ def probe_board_update(
     entry = _entries(reports).get((suite_version, model_name))
     board = ProbeBoardRow.objects.filter(suite=suite, suite_version=suite_version, phase=phase)
     previous = board.filter(model_name=model_name).first()
-    where = {
-        "suite": suite.pk,
-        "suite_version": suite_version,
-        "phase": phase.pk if phase else None,
-    }
-    old_key = key_of(PROBE_SHAPE, previous) if previous is not None else None
     if entry is not None:
         (row,) = _rows(suite, suite_version, phase, [entry])
         row.pk = previous.pk if previous is not None else None
-        row.save()
-        return len({row.pk} | ties_update(PROBE_SHAPE, where, [old_key, key_of(PROBE_SHAPE, row)]))
+        old_key = key_of(PROBE_SHAPE, previous) if previous is not None else None
+        return board_row_save(shape=PROBE_SHAPE, row=row, old_key=old_key)
     if previous is not None:
-        previous.delete()
-        return 1 + len(ties_update(PROBE_SHAPE, where, [old_key]))
+        return board_row_delete(shape=PROBE_SHAPE, row=previous)
     return 0
 
 
