@@ -31,6 +31,7 @@ from benchmarks_app.api.leaderboard import (
 from benchmarks_app.api.parsers import JSONParser
 from benchmarks_app.formatting import MAX_ID
 from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.models.phases import Phase
 from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks, light_fields
 from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
@@ -237,10 +238,11 @@ class ProbeLeaderboardView(BoardRowListView):
     def get_board_queryset(self) -> QuerySet[Any]:
         params = self.request.query_params
         suite = params.get("suite") or None
-        phase = None
+        suite_id: int | None = None
+        phase: Phase | None = None
         try:
             if suite is not None:
-                probe_suite_check(suite)
+                suite_id = probe_suite_check(suite)
             if params.get("phase"):
                 if suite is None:
                     raise ProbeReportNotFound("phase: give the phase's suite too (?suite=NAME)")
@@ -249,13 +251,14 @@ class ProbeLeaderboardView(BoardRowListView):
             field, _, message = str(exc).partition(": ")
             raise ValidationError({field: message}) from exc
         self._placed = board_placed(phase, self.request.user)
-        rows = probe_board_rows(
-            suite_name=suite,
-            version=params.get("version") if "version" in params else None,
-            phase=phase,
-            user=self.request.user,
+        rows, self._board_order = probe_board_order(
+            probe_board_rows(
+                suite_id=suite_id,
+                version=params.get("version") if "version" in params else None,
+                phase=phase,
+                user=self.request.user,
+            )
         )
-        self._board_order = probe_board_order(rows)
         # Model rows, not values(): the page's keys are then read without the joins the
         # row's columns need (values() keeps them in every query made from it).
         return rows

@@ -93,14 +93,18 @@ class JsonNumber(Func):
         return compiler.compile(Cast(KT(f"metrics__{self.key}"), FloatField()))
 
 
-def page_slice(queryset: QuerySet[Any], start: int, stop: int) -> list[Any]:
-    """Rows ``start:stop`` of an ordered ``queryset``, read by their keys first.
+def page_slice(
+    queryset: QuerySet[Any], start: int, stop: int, *, fields: Sequence[str] = ()
+) -> list[Any]:
+    """Rows ``start:stop`` of an ordered ``queryset``, read by their keys first; as
+    ``values(*fields)`` dicts when ``fields`` are given.
 
     ``OFFSET`` makes the database step over every row before the page; asking for the keys
     alone lets it step over index entries instead of table rows (and their joins), then
     read only the page's rows, sorted again (the order ends with the key, so it is the
-    same). Works for model and ``values()`` querysets alike. Rows deleted in between are
-    left out.
+    same). Works for model and ``values()`` querysets alike, but a ``values()`` queryset
+    keeps the joins of its related fields in its keys query: give a model queryset and its
+    ``fields`` instead. Rows deleted in between are left out.
     """
     keys = list(queryset.values_list("pk", flat=True)[start:stop])
     if not keys:
@@ -110,4 +114,5 @@ def page_slice(queryset: QuerySet[Any], start: int, stop: int) -> list[Any]:
     # would otherwise walk the board's index, checking each key against the list). The
     # joins stay (the rows' related objects are selected through them).
     rows.query.where = WhereNode()
-    return list(rows.filter(pk__in=keys))
+    rows = rows.filter(pk__in=keys)
+    return list(rows.values(*fields) if fields else rows)

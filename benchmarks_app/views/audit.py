@@ -259,6 +259,8 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
             release_id=board.release.pk,
             judge=board.judge,
             phase_id=board.phase.pk if board.phase else None,
+            # An unrestricted board's tables hold all its rows: ranked and incomplete.
+            rows=table.total + others.total,
         )
         if board is not None and not restricted
         else None

@@ -76,6 +76,8 @@ class BoardTable(SortableTable):
     counted for the rows shown, :mod:`benchmarks_app.selectors.board_marks`); ``board_order``:
     the board's own order, which breaks ties (default: the shape's).
     ``limit``: show (and download) only the first rows, without pages (top-N tables).
+    ``fields``: read the rows as ``values(*fields)`` dicts (the queryset stays a model one,
+    so the count and the page's keys are read without the joins its related fields need).
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class BoardTable(SortableTable):
         rank: bool = True,
         rank_key: str = "rank",
         limit: int | None = None,
+        fields: Sequence[str] = (),
         page_size: int = PAGE_SIZE,
         empty_message: str = "Nothing here yet.",
         caption: str = "",
@@ -114,6 +117,7 @@ class BoardTable(SortableTable):
         self.available = queryset is not None
         self.rank_key = rank_key
         self.limit = limit
+        self.value_fields = tuple(fields)
         self.to_row = row
         self.shape = shape
         if board_order is None:
@@ -130,12 +134,17 @@ class BoardTable(SortableTable):
         if self.queryset is None or self.total == 0 or self.wants_download:
             return
         if limit is not None:
-            self.rows = self._rows(page_slice(self.queryset, 0, limit), offset=0)
+            self.rows = self._rows(
+                page_slice(self.queryset, 0, limit, fields=self.value_fields), offset=0
+            )
             return
         pages = max(1, -(-self.total // page_size))
         number = min(_page_number(request.GET.get(f"{self.prefix}page", "")), pages)
         offset = (number - 1) * page_size
-        self.rows = self._rows(page_slice(self.queryset, offset, offset + page_size), offset=offset)
+        self.rows = self._rows(
+            page_slice(self.queryset, offset, offset + page_size, fields=self.value_fields),
+            offset=offset,
+        )
         self.pager = Pager(
             number=number,
             count=pages,
@@ -169,7 +178,9 @@ class BoardTable(SortableTable):
     def _all_records(self) -> Iterator[dict[str, Any]]:
         if self.queryset is None:
             return
-        stored = self.queryset if self.limit is None else self.queryset[: self.limit]
+        stored = self.queryset.values(*self.value_fields) if self.value_fields else self.queryset
+        if self.limit is not None:
+            stored = stored[: self.limit]
         marked = with_all_marks(self.shape, stored.iterator(chunk_size=CHUNK_SIZE))
         for index, obj in enumerate(marked, start=1):
             source = self.to_row(obj)

@@ -109,6 +109,7 @@ class BoardRows:
     row: Callable[[Any], Any]
     shape: BoardShape
     order: Sequence[Any] | None = None
+    fields: Sequence[str] = ()
 
 
 def _audit_rows(request: HttpRequest) -> BoardRows:
@@ -123,13 +124,14 @@ def _audit_rows(request: HttpRequest) -> BoardRows:
 
 def _probe_rows(request: HttpRequest) -> BoardRows:
     # Every suite, each ranked on its own (``rank`` restarts per suite), suite by suite.
-    rows = probe_board_rows(user=request.user)
+    rows, order = probe_board_order(probe_board_rows(user=request.user))
     return BoardRows(
-        rows.values(*ROW_COLUMNS, *light_fields(PROBE_SHAPE)),
+        rows,
         probes.BOARD_ORDERING,
         probe_board_row,
         PROBE_SHAPE,
-        order=probe_board_order(rows),
+        order=order,
+        fields=(*ROW_COLUMNS, *light_fields(PROBE_SHAPE)),
     )
 
 
@@ -162,6 +164,7 @@ def _board(request: HttpRequest, summary: Any) -> Board:
         row=rows.row,
         shape=rows.shape,
         board_order=rows.order,
+        fields=rows.fields,
         prefix=summary.slug,
         limit=TOP_N,
         filename=f"{summary.slug}-leaderboard-top",

@@ -12,7 +12,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, QuerySet
 from django.db.models.functions import Lower
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
@@ -34,6 +34,7 @@ from benchmarks_app.selectors.probes import (
     ProbeReportNotFound,
     board_row,
     probe_board_rows,
+    probe_boards,
     probe_phase_for_board,
     probe_report,
     probe_report_page,
@@ -176,17 +177,11 @@ class SuiteBoard:
 
 
 def _boards(rows: QuerySet[ProbeBoardRow]) -> dict[str, list[tuple[int, str]]]:
-    """Suite name → its boards' (suite id, version), newest version first: one grouped query
-    (the order of :func:`~benchmarks_app.selectors.probes.probe_leaderboard`)."""
-    found = sorted(
-        rows.order_by()
-        .values("suite_id", "suite__name", "suite_version")
-        .annotate(newest=Max("scored_at")),
-        key=lambda b: (b["suite__name"], -b["newest"].timestamp(), b["suite_version"]),
-    )
+    """Suite name → its boards' (suite id, version), newest version first (the order of
+    :func:`~benchmarks_app.selectors.probes.probe_leaderboard`)."""
     boards: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for b in found:
-        boards[b["suite__name"]].append((b["suite_id"], b["suite_version"]))
+    for suite_id, name, version in probe_boards(rows):
+        boards[name].append((suite_id, version))
     return boards
 
 
@@ -246,13 +241,12 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
             slug = slugs[name] if position == 0 else f"{slugs[name]}-{version[:8] or 'legacy'}"
             table = BoardTable(
                 request,
-                rows.filter(suite_id=suite_id, suite_version=version).values(
-                    *ROW_COLUMNS, *light_fields(PROBE_SHAPE)
-                ),
+                rows.filter(suite_id=suite_id, suite_version=version),
                 LEADERBOARD_COLUMNS,
                 ordering=BOARD_ORDERING,
                 row=board_row,
                 shape=PROBE_SHAPE,
+                fields=(*ROW_COLUMNS, *light_fields(PROBE_SHAPE)),
                 # Each board sorts, pages and downloads on its own: ?<board>-sort=, -page=.
                 prefix=slug,
                 filename=f"probes-{slug}-leaderboard",
@@ -274,6 +268,8 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
                         suite_id=suite_id,
                         suite_version=version,
                         phase_id=phase.pk if phase is not None else None,
+                        # The board of all entries or a revealed phase's: every row shown.
+                        rows=table.total,
                     )
                     if phase is None or phase.is_revealed
                     else None,

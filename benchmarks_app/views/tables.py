@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import html
 import io
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -159,12 +160,21 @@ class Row:
         for cell in self.cells:
             classes = ("num" if cell.numeric else "") + (" col-detail" if cell.detail else "")
             attribute = f' class="{classes}"' if classes else ""
-            text: str = conditional_escape(localize(cell.text))
+            text = _escaped(cell.text)
             if cell.url:
-                text = f'<a href="{conditional_escape(cell.url)}">{text}</a>'
+                text = f'<a href="{_escaped(cell.url)}">{text}</a>'
             parts.append(f"<td{attribute}>{text}</td>")
         # Every text and URL was escaped above.
         return mark_safe("".join(parts))
+
+
+def _escaped(value: Any) -> str:
+    """``conditional_escape(localize(value))``, the template's ``{{ value }}``, with a fast
+    path for plain text (a cell's text and URL are): Django's ``escape`` checks each call for
+    lazy arguments, a tenth of a 200-row page's time."""
+    if type(value) is str:
+        return html.escape(value)
+    return str(conditional_escape(localize(value)))
 
 
 def _sort_key(value: Any) -> Any:
@@ -257,6 +267,19 @@ class SortableTable:
                 for column in self.columns
             ],
         )
+
+    @property
+    def rows_html(self) -> SafeString:
+        """Every row's ``<tr>``, the rank cell first when the table shows ranks: built here
+        for the reason of :attr:`Row.cells_html` (the template's loop was a fifth of a page)."""
+        if self.show_rank:
+            return mark_safe(
+                "".join(
+                    f'<tr><td class="num rank">{_escaped(row.rank)}</td>{row.cells_html}</tr>'
+                    for row in self.rows
+                )
+            )
+        return mark_safe("".join(f"<tr>{row.cells_html}</tr>" for row in self.rows))
 
     @property
     def has_detail(self) -> bool:
