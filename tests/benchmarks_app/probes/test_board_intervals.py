@@ -175,3 +175,43 @@ def test_leaderboard_flag_refuses_a_model(scored):
 
     with pytest.raises(CommandError, match="--leaderboard"):
         call_command("probe_report", "--leaderboard", "--model", "good-model")
+
+
+def test_boards_are_listed_newest_version_first_on_every_reader(client, scored, submit):
+    """The API and the page list a suite's boards by their latest report, as the selector
+    does, whichever version that is (the API's order and the page's tables come from
+    ``probe_boards``, the selector's from its rows)."""
+    from django.utils import timezone
+
+    from benchmarks_app.models.boards import ProbeBoardRow
+
+    old_version = probe_leaderboard(suite_name="mini")[0]["suite_version"]
+    rule = PatternRule.objects.filter(active=True).order_by("pk").first()
+    assert rule is not None
+    rule.weight = rule.weight + 0.5
+    rule.save()
+    submit(suite_name="mini", model_name="after-edit", text=responses_jsonl(BAD))
+    new_version = next(
+        r["suite_version"]
+        for r in probe_leaderboard(suite_name="mini")
+        if r["suite_version"] != old_version
+    )
+
+    def orders() -> tuple[list[str], list[str], list[str]]:
+        selector = [r["suite_version"] for r in probe_leaderboard()]
+        api = APIClient().get(reverse("api:probes-leaderboard"), {"page_size": 50}).json()
+        served = [r["suite_version"] for r in api["results"]]
+        html = client.get(reverse("probes:leaderboard")).content.decode()
+        # Each board's table shows its version's first 12 characters.
+        page = sorted((old_version, new_version), key=lambda v: html.index(v[:12]))
+        return selector, served, page
+
+    selector, served, page = orders()
+    assert selector == [new_version, old_version, old_version]
+    assert served == selector and page == [new_version, old_version]
+    # The old version gets the latest report: it leads on every reader.
+    later = timezone.now() + timezone.timedelta(days=1)
+    ProbeBoardRow.objects.filter(suite_version=old_version).update(scored_at=later)
+    selector, served, page = orders()
+    assert selector == [old_version, old_version, new_version]
+    assert served == selector and page == [old_version, new_version]
