@@ -27,6 +27,7 @@ from benchmarks_app.selectors.audit_boards import (
     AUDIT_ORDERING_COLUMNS,
     PUBLIC_ROW_KEYS,
     BoardNotFound,
+    board_is_restricted,
     board_row,
     board_row_queryset,
     public_row,
@@ -167,7 +168,11 @@ class LeaderboardView(BoardRowListView):
             raise NotFound({field: message}) from None
         if board is None:
             return AuditBoardRow.objects.none()
+        self._whole = not board_is_restricted(board, self.request.user)
         return board_row_queryset(board, user=self.request.user)
+
+    def whole_board(self) -> bool:
+        return getattr(self, "_whole", False)
 
     def row(self, obj: Any) -> dict[str, Any]:
         row = board_row(obj)

@@ -144,6 +144,10 @@ class ChecklistLeaderboardView(BoardRowListView):
             raise exceptions.ValidationError({field: problem}) from exc
         return self.board.rows()
 
+    def whole_board(self) -> bool:
+        board = getattr(self, "board", None)
+        return board is not None and board.full
+
     def order_by(self) -> list[Any]:
         terms = super().order_by()
         # The board's own order sorts by S descending first, so a trailing "-s"
@@ -165,6 +169,10 @@ class ChecklistLeaderboardView(BoardRowListView):
         page = self.paginate_queryset(ids)
         assert page is not None  # a pagination class is always set
         found = ChecklistBoardRow.objects.select_related("team").in_bulk(list(page))
-        attach_marks(self.shape, list(found.values()))
+        attach_marks(
+            self.shape,
+            [found[pk] for pk in page if pk in found],
+            first_position=self.first_position(),
+        )
         rows = [self.row(found[pk]) for pk in page if pk in found]
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)

@@ -198,10 +198,27 @@ class BoardRowListView(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[Any]:
         return self.get_board_queryset().order_by(*self.order_by())
 
+    def whole_board(self) -> bool:
+        """Whether :meth:`get_board_queryset` gave one board's rows, all of them (set by it);
+        a page in the board's own order then takes its places from its offset instead of
+        counting them (:func:`~benchmarks_app.selectors.board_marks.attach_marks`)."""
+        return False
+
+    def first_position(self) -> int | None:
+        """The place of the current page's first row where it follows from the page's
+        offset (see :meth:`whole_board`): no ``?ordering=``, one whole board."""
+        if ordering_terms(self.request, list(self.ordering_columns), self.ordering_aliases):
+            return None
+        page = getattr(self.paginator, "page", None)
+        if not self.whole_board() or page is None:
+            return None
+        return int(page.start_index())
+
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         assert page is not None  # a pagination class is always set
-        rows = [self.row(obj) for obj in attach_marks(self.shape, list(page))]
+        marked = attach_marks(self.shape, list(page), first_position=self.first_position())
+        rows = [self.row(obj) for obj in marked]
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)
 
 

@@ -251,7 +251,7 @@ class ProbeLeaderboardView(BoardRowListView):
             field, _, message = str(exc).partition(": ")
             raise ValidationError({field: message}) from exc
         self._placed = board_placed(phase, self.request.user)
-        rows, self._board_order = probe_board_order(
+        rows, self._board_order, self._one_board = probe_board_order(
             probe_board_rows(
                 suite_id=suite_id,
                 version=params.get("version") if "version" in params else None,
@@ -266,6 +266,9 @@ class ProbeLeaderboardView(BoardRowListView):
     @property
     def default_ordering(self) -> list[Any]:
         return self._board_order
+
+    def whole_board(self) -> bool:
+        return self._one_board and self._placed
 
     shape = PROBE_SHAPE
 
@@ -282,7 +285,11 @@ class ProbeLeaderboardView(BoardRowListView):
                 *ROW_COLUMNS, *light_fields(PROBE_SHAPE)
             )
         }
-        stored = attach_marks(PROBE_SHAPE, [found[pk] for pk in ids if pk in found])
+        stored = attach_marks(
+            PROBE_SHAPE,
+            [found[pk] for pk in ids if pk in found],
+            first_position=self.first_position(),
+        )
         rows = [self.row(values) for values in stored]
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)
 

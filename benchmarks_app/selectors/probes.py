@@ -8,7 +8,8 @@ from their stored rows (``ProbeBoardRow``).
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from django.db.models import Case, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 
@@ -219,21 +220,33 @@ def probe_boards(rows: QuerySet[ProbeBoardRow]) -> list[tuple[int, str, str]]:
         )
         for i, version in enumerate(several)
     }
-    boards = []
-    for suite in ProbeSuite.objects.filter(pk__in=versions).values("pk", "name", **newest):
-        for version in versions[suite["pk"]]:
-            latest = suite.get(f"newest_{several.index(version)}") if version in several else None
-            boards.append((suite["name"], -latest.timestamp() if latest else 0.0, version, suite))
-    boards.sort(key=lambda b: b[:3])
-    return [(suite["pk"], name, version) for name, _, version, suite in boards]
+    boards: list[tuple[str, float, str, int]] = []
+    suites = (
+        ProbeSuite.objects.filter(pk__in=versions)
+        .annotate(**newest)
+        .values_list("pk", "name", *newest)
+    )
+    for suite_id, name, *latest_of in suites:
+        for version in versions[suite_id]:
+            latest: datetime | None = (
+                latest_of[several.index(version)] if version in several else None
+            )
+            age = -latest.timestamp() if latest is not None else 0.0
+            boards.append((name, age, version, suite_id))
+    boards.sort()
+    return [(suite_id, name, version) for name, _, version, suite_id in boards]
 
 
-def probe_board_order(
-    rows: QuerySet[ProbeBoardRow],
-) -> tuple[QuerySet[ProbeBoardRow], list[Any]]:
-    """``rows`` ready to be paged, and their ``ORDER BY``: suite by suite, the newest version
-    of a suite first (:func:`probe_boards`), then each board's own order. One small query,
-    three with several boards.
+class BoardPaging(NamedTuple):
+    rows: QuerySet[ProbeBoardRow]
+    order: list[Any]
+    one_board: bool
+
+
+def probe_board_order(rows: QuerySet[ProbeBoardRow]) -> BoardPaging:
+    """``rows`` ready to be paged, their ``ORDER BY`` (suite by suite, the newest version of
+    a suite first (:func:`probe_boards`), then each board's own order) and whether they are
+    one board's. One small query, three with several boards.
     """
     keys = list(rows.order_by().values_list("suite_id", "suite_version").distinct()[:2])
     if len(keys) <= 1:
@@ -244,7 +257,7 @@ def probe_board_order(
             # them SQLite sorted the whole board for every page (15 ms at 100,000 rows).
             suite_id, version = keys[0]
             rows = rows.filter(suite_id=suite_id, suite_version=version)
-        return rows, order
+        return BoardPaging(rows, order, one_board=True)
     boards = probe_boards(rows)
     board_order = Case(
         *(
@@ -254,7 +267,7 @@ def probe_board_order(
         default=Value(len(boards)),
         output_field=IntegerField(),
     )
-    return rows, [board_order.asc(), *own_order(PROBE_SHAPE)]
+    return BoardPaging(rows, [board_order.asc(), *own_order(PROBE_SHAPE)], one_board=False)
 
 
 def probe_leaderboard(

@@ -222,6 +222,8 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
     def row(stored: AuditBoardRow) -> dict[str, Any]:
         return {**board_row(stored), "report_query": query}
 
+    restricted = board_is_restricted(board, request.user)
+
     table = BoardTable(
         request,
         # Ranked rows (complete on every repo): the first group of the board's order index.
@@ -230,6 +232,9 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         ordering=BOARD_ORDERING,
         row=row,
         shape=AUDIT_SHAPE,
+        # Every row of the board is shown unless its phase is hidden: the ranked rows are
+        # then the board's first ones, and a page's places follow from its offset.
+        places_from_offset=not restricted,
         filename="audit-leaderboard",
         empty_message="No scanner has been evaluated on every repo of this release yet. "
         "Submit a scanner's results for the whole dataset with the form, or import them "
@@ -246,14 +251,16 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         shape=AUDIT_SHAPE,
         filename="audit-incomplete",
         prefix="incomplete",
+        # Not ranked: neither a rank column nor places (counting them passed over every
+        # ranked row of the board, 7 ms at 100,000).
         rank=False,
+        marks=False,
         empty_message="",
     )
     if (download := others.download()) is not None:
         return download
     title = f"Audit findings: {board.release}, judge {board.judge}" if board else "Audit findings"
     in_progress = board_runs_in_progress(release=board.release, judge=board.judge) if board else []
-    restricted = board_is_restricted(board, request.user)
     agreement = (
         audit_board_agreement(
             release_id=board.release.pk,

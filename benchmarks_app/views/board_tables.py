@@ -33,6 +33,7 @@ from benchmarks_app.selectors.board_marks import (
     attach_marks,
     own_order,
     with_all_marks,
+    without_marks,
 )
 from benchmarks_app.selectors.board_ordering import Column as OrderColumn
 from benchmarks_app.selectors.board_ordering import board_order_by, page_slice
@@ -76,6 +77,13 @@ class BoardTable(SortableTable):
     counted for the rows shown, :mod:`benchmarks_app.selectors.board_marks`); ``board_order``:
     the board's own order, which breaks ties (default: the shape's).
     ``limit``: show (and download) only the first rows, without pages (top-N tables).
+    ``places_from_offset``: the queryset holds the board's first rows in its own order (the
+    whole board, or its leading ``sort_group``): a page in that order then takes its rows'
+    places from its offset instead of counting them (see
+    :func:`~benchmarks_app.selectors.board_marks.attach_marks`). Leave it False where the
+    viewer sees only some rows of the board.
+    ``marks``: False for a table that shows no place or rank (its rows get empty marks
+    instead of counted ones).
     ``fields``: read the rows as ``values(*fields)`` dicts (the queryset stays a model one,
     so the count and the page's keys are read without the joins its related fields need).
     """
@@ -97,6 +105,8 @@ class BoardTable(SortableTable):
         rank_key: str = "rank",
         limit: int | None = None,
         fields: Sequence[str] = (),
+        marks: bool = True,
+        places_from_offset: bool = False,
         page_size: int = PAGE_SIZE,
         empty_message: str = "Nothing here yet.",
         caption: str = "",
@@ -118,6 +128,9 @@ class BoardTable(SortableTable):
         self.rank_key = rank_key
         self.limit = limit
         self.value_fields = tuple(fields)
+        self.marks = marks
+        # Only in the board's own order: a column's order puts rows of any place on a page.
+        self.places_from_offset = places_from_offset and board_order is None
         self.to_row = row
         self.shape = shape
         if board_order is None:
@@ -125,6 +138,8 @@ class BoardTable(SortableTable):
         by_key = {c.key: c for c in self.columns if c.sortable}
         self._read_sort(by_key, default_sort)
         terms = [(self.sort_key, self.descending)] if self.sort_key else []
+        if terms:
+            self.places_from_offset = False
         self.queryset: QuerySet[Any] | None = (
             None
             if queryset is None
@@ -168,7 +183,13 @@ class BoardTable(SortableTable):
 
     def _rows(self, stored: Any, *, offset: int) -> list[Any]:
         rows = []
-        for index, obj in enumerate(attach_marks(self.shape, list(stored)), start=offset + 1):
+        first = offset + 1 if self.places_from_offset else None
+        marked = (
+            attach_marks(self.shape, list(stored), first_position=first)
+            if self.marks
+            else without_marks(stored)
+        )
+        for index, obj in enumerate(marked, start=offset + 1):
             source = self.to_row(obj)
             rows.append(self._row(self._rank(source, index), source))
         return rows
@@ -181,7 +202,8 @@ class BoardTable(SortableTable):
         stored = self.queryset.values(*self.value_fields) if self.value_fields else self.queryset
         if self.limit is not None:
             stored = stored[: self.limit]
-        marked = with_all_marks(self.shape, stored.iterator(chunk_size=CHUNK_SIZE))
+        streamed = stored.iterator(chunk_size=CHUNK_SIZE)
+        marked = with_all_marks(self.shape, streamed) if self.marks else without_marks(streamed)
         for index, obj in enumerate(marked, start=1):
             source = self.to_row(obj)
             yield self._record(self._row(self._rank(source, index), source))

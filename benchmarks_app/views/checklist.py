@@ -239,6 +239,8 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         ordering=BOARD_ORDERING,
         row=lambda stored: board_row_dict(stored, board=board),
         shape=CHECKLIST_SHAPE,
+        # The whole board (not a hidden one's own row): places follow from a page's offset.
+        places_from_offset=board.full,
         filename=f"checklist-{challenge.slug}{phase_part}-leaderboard"
         if challenge
         else "checklist-leaderboard",

@@ -124,7 +124,7 @@ def _audit_rows(request: HttpRequest) -> BoardRows:
 
 def _probe_rows(request: HttpRequest) -> BoardRows:
     # Every suite, each ranked on its own (``rank`` restarts per suite), suite by suite.
-    rows, order = probe_board_order(probe_board_rows(user=request.user))
+    rows, order, _ = probe_board_order(probe_board_rows(user=request.user))
     return BoardRows(
         rows,
         probes.BOARD_ORDERING,

@@ -32,6 +32,7 @@ from benchmarks_app.selectors.probes import (
     PROBE_ORDERING_COLUMNS,
     ROW_COLUMNS,
     ProbeReportNotFound,
+    board_placed,
     board_row,
     probe_board_rows,
     probe_boards,
@@ -225,6 +226,7 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
     all_rows = probe_board_rows(user=request.user)
     rows = all_rows if phase is None else probe_board_rows(phase=phase, user=request.user)
     by_suite = _boards(rows)
+    whole = board_placed(phase, request.user)
     suites = list(_boards(all_rows)) if phase is not None else list(by_suite)
     phases_of = probe_suite_phases(sorted({*suites, *([suite_filter] if suite_filter else [])}))
     slugs: dict[str, str] = {}
@@ -247,6 +249,8 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
                 row=board_row,
                 shape=PROBE_SHAPE,
                 fields=(*ROW_COLUMNS, *light_fields(PROBE_SHAPE)),
+                # A board the viewer sees whole: a page's places follow from its offset.
+                places_from_offset=whole,
                 # Each board sorts, pages and downloads on its own: ?<board>-sort=, -page=.
                 prefix=slug,
                 filename=f"probes-{slug}-leaderboard",

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import quote, urlencode
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -57,6 +57,10 @@ MISSING = "—"
 
 def resolve(row: Any, key: str) -> Any:
     """``row[key]`` or ``row.key``, following dots (``"scanner.name"``); ``None`` if absent."""
+    if type(row) is dict and "." not in key:
+        # Every cell of a board page is looked up here: the common case first.
+        value = row.get(key)
+        return value() if callable(value) and not isinstance(value, type) else value
     value = row
     for part in key.split("."):
         if value is None:
@@ -129,8 +133,9 @@ def row_url(name: str, arg: Any) -> str:
     return pattern.replace(_SLOT, quote(str(arg), safe=RFC3986_SUBDELIMS + "/~:@"), 1)
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):
+    # A tuple, not a frozen dataclass: a board page builds thousands of cells, and a frozen
+    # dataclass sets each field through object.__setattr__.
     value: Any
     text: str
     numeric: bool

@@ -181,6 +181,8 @@ def test_boards_are_listed_newest_version_first_on_every_reader(client, scored, 
     """The API and the page list a suite's boards by their latest report, as the selector
     does, whichever version that is (the API's order and the page's tables come from
     ``probe_boards``, the selector's from its rows)."""
+    from datetime import timedelta
+
     from django.utils import timezone
 
     from benchmarks_app.models.boards import ProbeBoardRow
@@ -210,7 +212,7 @@ def test_boards_are_listed_newest_version_first_on_every_reader(client, scored, 
     assert selector == [new_version, old_version, old_version]
     assert served == selector and page == [new_version, old_version]
     # The old version gets the latest report: it leads on every reader.
-    later = timezone.now() + timezone.timedelta(days=1)
+    later = timezone.now() + timedelta(days=1)
     ProbeBoardRow.objects.filter(suite_version=old_version).update(scored_at=later)
     selector, served, page = orders()
     assert selector == [old_version, old_version, new_version]
