@@ -171,6 +171,7 @@ BOARD_COLUMNS = [
         detail=True,
     ),
 ]
+INCOMPLETE_PAGE_SIZE = 25
 INCOMPLETE_COLUMNS = [
     BOARD_COLUMNS[0],
     Column("coverage", "Coverage", sortable=False, title="Repos evaluated / repos in release"),
@@ -255,6 +256,10 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         # ranked row of the board, 7 ms at 100,000).
         rank=False,
         marks=False,
+        # A shorter page than the ranked table's: these entries are listed for their owners to
+        # find (sortable, paged), not compared, and two 100-row tables made the board's page
+        # 170 KB.
+        page_size=INCOMPLETE_PAGE_SIZE,
         empty_message="",
     )
     if (download := others.download()) is not None:

@@ -210,3 +210,28 @@ def test_entries_without_a_value_come_last_on_the_last_page_both_ways(client, se
     url = f"/probes/?bench-suite-sort={sort}&bench-suite-page=3"
     last_page = [n for _, n in _table(client, url, "probes-bench-suite")[0]]
     assert set(last_page[-len(missing) :]) == missing
+
+
+def test_the_audit_boards_incomplete_entries_are_paged_25_at_a_time(client) -> None:
+    """The unranked (incomplete) entries have a table of their own below the ranked one,
+    shorter pages, no rank column: walking its pages lists each once, in the board's order."""
+    from benchmarks_app.bench.boards_scale import seed_audit
+    from benchmarks_app.views.audit import INCOMPLETE_PAGE_SIZE
+
+    seed_audit(600)  # one entry in ten evaluated on one repo of two: incomplete
+    incomplete = [r["scanner"] for r in audit_leaderboard() if not r["complete"]]
+    assert len(incomplete) > 2 * INCOMPLETE_PAGE_SIZE  # several pages
+    seen: list[str] = []
+    url: str | None = "/audit/"
+    while url is not None:
+        html = client.get(url).content.decode()
+        parser = _Table("audit-incomplete-table")
+        parser.feed(html)
+        assert 0 < len(parser.rows) <= INCOMPLETE_PAGE_SIZE
+        # No rank cell: the scanner's name comes first.
+        seen += [row[0] for row in parser.rows]
+        # The table's own pager comes after it (the ranked table's is above it).
+        below = html[html.index('id="audit-incomplete-table"') :]
+        following = re.search(r'href="([^"]+)" rel="next"', below)
+        url = following.group(1).replace("&amp;", "&") if following else None
+    assert seen == incomplete
