@@ -274,6 +274,33 @@ class SortableTable:
         )
 
     @property
+    def headers_html(self) -> SafeString:
+        """The header row's ``<th>`` cells (after the rank's), escaped as the template would:
+        built here for the reason of :attr:`rows_html` (eight lookups a column, two tables a
+        page)."""
+        parts = []
+        for h in self.headers:
+            column = h.column
+            classes = (
+                ("num" if column.numeric else "")
+                + (" col-detail" if column.detail else "")
+                + (f" sorted {h.direction}" if h.direction else "")
+            )
+            title = f' title="{_escaped(column.title)}"' if column.title else ""
+            label = _escaped(column.label)
+            if h.sort_url:
+                arrow = {"asc": "▲", "desc": "▼"}.get(h.direction or "", "↕")
+                label = (
+                    f'<a href="{_escaped(h.sort_url)}">{label}'
+                    f'<span class="arrow" aria-hidden="true">{arrow}</span></a>'
+                )
+            parts.append(
+                f'<th scope="col" class="{classes}" aria-sort="{h.aria_sort}" '
+                f'data-key="{_escaped(column.key)}"{title}>{label}</th>'
+            )
+        return mark_safe("".join(parts))
+
+    @property
     def rows_html(self) -> SafeString:
         """Every row's ``<tr>``, the rank cell first when the table shows ranks: built here
         for the reason of :attr:`Row.cells_html` (the template's loop was a fifth of a page)."""
