@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.paginator import Page, Paginator
-from django.db.models import QuerySet
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
 from benchmarks_app.formatting import whole_number
-from benchmarks_app.selectors.board_ordering import page_slice
+from benchmarks_app.selectors.board_ordering import KeysFirstPaginator
 
 
 class StandardPagination(PageNumberPagination):
@@ -59,22 +57,12 @@ class StandardPagination(PageNumberPagination):
         return parameters
 
 
-class KeysFirstPaginator(Paginator):
-    """A page of a queryset read by its rows' keys first (:func:`page_slice`): a deep page
-    steps over index entries, not table rows."""
-
-    def page(self, number: Any) -> Page:
-        number = self.validate_number(number)
-        bottom = (number - 1) * self.per_page
-        top = bottom + self.per_page
-        if top + self.orphans >= self.count:
-            top = self.count
-        if isinstance(self.object_list, QuerySet):
-            return Page(page_slice(self.object_list, bottom, top), number, self)
-        return Page(self.object_list[bottom:top], number, self)
-
-
-class BoardPagination(StandardPagination):
-    """The boards' pages: any page of 100,000 rows costs about what the first does."""
+class KeysFirstPagination(StandardPagination):
+    """:class:`StandardPagination` reading a page by its rows' keys first
+    (:class:`KeysFirstPaginator`): for long lists whose order an index serves."""
 
     django_paginator_class = KeysFirstPaginator
+
+
+class BoardPagination(KeysFirstPagination):
+    """The boards' pages: any page of 100,000 rows costs about what the first does."""

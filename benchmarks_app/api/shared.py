@@ -23,6 +23,7 @@ from rest_framework.reverse import reverse as api_reverse
 from rest_framework.views import APIView
 
 from benchmarks_app.api.filters import StrictBooleanFilter
+from benchmarks_app.api.pagination import KeysFirstPagination
 from benchmarks_app.formatting import MAX_ID
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
@@ -307,6 +308,8 @@ class RunListView(generics.ListAPIView):
     filterset_class = RunFilter
     ordering_fields = RUN_ORDERING
     ordering = ["-created_at", "-id"]
+    # A deep page of 300,000 runs steps over index entries, not rows and their joins.
+    pagination_class = KeysFirstPagination
 
     def get_queryset(self) -> QuerySet[EvaluationRun]:
         return visible_runs(self.request.user)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.paginator import Page, Paginator
 from django.db.models import Expression, F, FloatField, Func, OrderBy, QuerySet
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
@@ -116,3 +117,18 @@ def page_slice(
     rows.query.where = WhereNode()
     rows = rows.filter(pk__in=keys)
     return list(rows.values(*fields) if fields else rows)
+
+
+class KeysFirstPaginator(Paginator):
+    """A page of a queryset read by its rows' keys first (:func:`page_slice`): a deep page
+    steps over index entries, not table rows."""
+
+    def page(self, number: Any) -> Page:
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        top = bottom + self.per_page
+        if top + self.orphans >= self.count:
+            top = self.count
+        if isinstance(self.object_list, QuerySet):
+            return Page(page_slice(self.object_list, bottom, top), number, self)
+        return Page(self.object_list[bottom:top], number, self)

@@ -7,7 +7,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, path, reverse
@@ -16,6 +15,7 @@ from django.views.decorators.http import require_POST
 
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.selectors.board_ordering import KeysFirstPaginator
 from benchmarks_app.selectors.checklist import checklist_run_votes
 from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
 from benchmarks_app.selectors.run_bundles import RunBundleError, run_bundle, run_bundle_name
@@ -122,7 +122,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(benchmark=benchmark)
     if status in RunStatus.values:
         runs = runs.filter(status=status)
-    page = Paginator(runs, 50).get_page(request.GET.get("page"))
+    # Keys first: a deep page steps over index entries, not runs and their joins.
+    page = KeysFirstPaginator(runs, 50).get_page(request.GET.get("page"))
     return render(
         request,
         "runs/list.html",
