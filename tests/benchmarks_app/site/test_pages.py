@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from benchmarks_app.bench.api import seed_leaderboards
 from benchmarks_app.models import RunStatus
+from benchmarks_app.views.home import TOP_N
 from tests.factories.common import (
     PASSWORD,
     ChecklistRunFactory,
@@ -181,3 +186,23 @@ def test_home_and_checklist_board_say_who_is_ranked_and_how_s_is_made(client):
         assert "Teams of paper authors are ranked" in html, path
         assert "S = C_G · C_A · (1 \u2212 R) · C_T" in html, path
         assert "LLM assessors" not in html, path
+
+
+def test_home_shows_each_boards_top_rows_without_counting_the_board(client):
+    """The home page's tables are each board's first rows (``Top N``, linked to the full
+    board, which counts its entries): no board's rows are counted, and the top table's
+    download holds the rows it shows."""
+    seed_leaderboards(TOP_N + 5)
+    with CaptureQueriesContext(connection) as queries:
+        html = client.get("/").content.decode()
+    assert html.count(f"Top {TOP_N}<") == 3
+    counted = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('SELECT COUNT(*) AS "__count" FROM') and "boardrow" in q["sql"]
+    ]
+    assert counted == []
+    answer = client.get("/?audit-format=json")
+    top = json.loads(b"".join(answer.streaming_content))
+    assert top["count"] == len(top["results"]) == TOP_N
+    assert [r["rank"] for r in top["results"]] == list(range(1, TOP_N + 1))
