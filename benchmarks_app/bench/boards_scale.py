@@ -15,9 +15,9 @@ bulk (``bulk_create`` in batches, never the services per entrant):
 Then, per board: the API's first page, a sorted page, the middle page and the last page (the
 places and ranks of a page's rows are counted over the board's indexes when it is read, so
 the middle and last pages are the costly ones), and the web page's (templates rendered),
-``READS`` GETs each through the whole Django stack (test client, no
-sockets): p50/p95 ms and the queries of one request. Then ``RUN_ENDS`` audit run ends (half
-of new scanners, half of existing ones with new results), each a run and its results created
+then the home page (each board's top rows and the run counts), ``READS`` GETs each through
+the whole Django stack (test client, no sockets): p50/p95 ms and the queries of one
+request. Then ``RUN_ENDS`` audit run ends (half of new scanners, half of existing ones with new results), each a run and its results created
 in bulk and ``audit_board_refresh_for_run`` timed: wall and CPU ms (the database is SQLite,
 in process, so CPU time includes its work; other processes sharing the machine inflate wall
 time, not CPU time), queries and rows written; then as many probe run ends
@@ -388,6 +388,8 @@ def _reads(size: int) -> list[tuple[str, str, str]]:
         ("checklist", "page 1", "/checklist/?challenge=bench-board"),
         ("checklist", "page sort p2", "/checklist/?challenge=bench-board&sort=-c_g&page=2"),
         ("checklist", "page last", f"/checklist/?challenge=bench-board&page={page_last}"),
+        # The landing page: every board's top rows and the run counts (a run per entry).
+        ("all", "home page /", "/"),
     ]
 
 
