@@ -17,10 +17,11 @@ places and ranks of a page's rows are counted over the board's indexes when it i
 the middle and last pages are the costly ones), and the web page's (templates rendered),
 then the home page (each board's top rows and the run counts), ``READS`` GETs each through
 the whole Django stack (test client, no sockets): p50/p95 ms and the queries of one
-request. Then ``RUN_ENDS`` audit run ends (half of new scanners, half of existing ones with new results), each a run and its results created
-in bulk and ``audit_board_refresh_for_run`` timed: wall and CPU ms (the database is SQLite,
-in process, so CPU time includes its work; other processes sharing the machine inflate wall
-time, not CPU time), queries and rows written; then as many probe run ends
+request. Then ``RUN_ENDS`` audit run ends (half of new scanners, half of existing ones with
+new results), each a run and its results created in bulk and
+``audit_board_refresh_for_run`` timed: wall and CPU ms (the database is SQLite, in process,
+so CPU time includes its work; other processes sharing the machine inflate wall time, not
+CPU time), queries and rows written; then as many probe run ends
 (``probe_board_refresh_for_run``) and checklist run ends (``checklist_board_refresh_for_run``),
 timed the same way.
 """
