@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, F, Max, Q, QuerySet
 from django.db.models.functions import Lower
 
@@ -234,15 +235,23 @@ def official_judge(dataset: AuditDataset, judges: list[str]) -> str:
 
 
 def release_judges(release: DatasetRelease) -> list[str]:
-    # DISTINCT in the database, without the model's ordering (which joins the release and
-    # would read every row): an index-only scan however many scanners the board has.
-    judges = (
-        AuditBoardRow.objects.filter(release=release)
-        .order_by()
-        .values_list("judge", flat=True)
-        .distinct()
-    )
-    return sorted(judges)
+    """The judges with a board of ``release``, sorted."""
+    # One step down the (release, judge, ...) index per judge, not a DISTINCT: neither SQLite
+    # nor PostgreSQL skips ahead for it, so it read every row of the release's boards (4 ms
+    # at 100,000 rows, on every board page and the home page).
+    table = connection.ops.quote_name(AuditBoardRow._meta.db_table)
+    sql = f"""
+        WITH RECURSIVE judges(judge) AS (
+            SELECT MIN(judge) FROM {table} WHERE release_id = %s
+            UNION ALL
+            SELECT (SELECT MIN(judge) FROM {table} WHERE release_id = %s AND judge > judges.judge)
+            FROM judges WHERE judges.judge IS NOT NULL
+        )
+        SELECT judge FROM judges WHERE judge IS NOT NULL
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [release.pk, release.pk])
+        return sorted(judge for (judge,) in cursor.fetchall())
 
 
 def _choose_judge(

@@ -85,3 +85,22 @@ def test_site_shows_the_official_board_with_the_other_judge_one_click_away(
     assert api.status_code == 404 and api.json()["errors"][0]["field"] == "judge"
     boards = Client().get("/api/audit/boards/").json()["results"]
     assert [(b["judge"], b["official"]) for b in boards] == [("offline", True), (REPLAY, False)]
+
+
+def test_a_releases_judges_are_listed_from_its_boards_only(two_judges: None) -> None:
+    """``release_judges`` steps down the board's index judge by judge: every judge with a
+    board of the release, sorted, none of another release's."""
+    from benchmarks_app.models import DatasetRelease
+    from benchmarks_app.models.audit import AuditBoardRow
+    from benchmarks_app.selectors.audit_boards import release_judges
+
+    release = DatasetRelease.objects.get(dataset__slug="mix", number=1)
+    assert release_judges(release) == sorted(["offline", REPLAY])
+    # A third judge's row, sorting before the others: listed too.
+    row = AuditBoardRow.objects.filter(release=release).first()
+    assert row is not None
+    row.pk, row.judge = None, "a-first-judge"
+    row.save()
+    assert release_judges(release) == sorted(["a-first-judge", "offline", REPLAY])
+    other = DatasetRelease.objects.create(dataset=release.dataset, number=2)
+    assert release_judges(other) == []
