@@ -197,15 +197,32 @@ def probe_board_rows(
     return qs
 
 
+def _board_keys(rows: QuerySet[ProbeBoardRow], limit: int | None = None) -> list[tuple[int, str]]:
+    """The (suite id, version) of the boards ``rows`` hold, in that order (at most ``limit``):
+    one step down the boards' (suite, version, phase, ...) indexes per board and suite. A
+    DISTINCT read every row (5 ms at 100,000 rows, on the probe board and home pages)."""
+    ordered = rows.order_by("suite_id", "suite_version").values_list("suite_id", "suite_version")
+    keys: list[tuple[int, str]] = []
+    found = ordered.first()
+    while found is not None and (limit is None or len(keys) < limit):
+        keys.append(found)
+        suite_id, version = found
+        found = (
+            ordered.filter(suite_id=suite_id, suite_version__gt=version).first()
+            or ordered.filter(suite_id__gt=suite_id).first()
+        )
+    return keys
+
+
 def probe_boards(rows: QuerySet[ProbeBoardRow]) -> list[tuple[int, str, str]]:
     """The boards ``rows`` hold, as (suite id, suite name, version): suite by suite (by
     name), the newest version of a suite first (its latest report), then by version.
 
-    Two small queries: the boards' keys (a scan of a narrow index; one grouped MAX over every
+    A few small queries: the boards' keys (:func:`_board_keys`; one grouped MAX over every
     row with its suite's name cost 47 ms at 100,000 rows), then their suites' names and, for a
     suite with several versions, each version's latest report (a step down an index each).
     """
-    keys = list(rows.order_by().values_list("suite_id", "suite_version").distinct())
+    keys = _board_keys(rows)
     if not keys:
         return []
     versions: dict[int, list[str]] = {}
@@ -248,7 +265,7 @@ def probe_board_order(rows: QuerySet[ProbeBoardRow]) -> BoardPaging:
     a suite first (:func:`probe_boards`), then each board's own order) and whether they are
     one board's. One small query, three with several boards.
     """
-    keys = list(rows.order_by().values_list("suite_id", "suite_version").distinct()[:2])
+    keys = _board_keys(rows, limit=2)
     if len(keys) <= 1:
         order = ["suite_id", "suite_version", "phase_id", *own_order(PROBE_SHAPE)]
         if keys:

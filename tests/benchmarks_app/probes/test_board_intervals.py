@@ -11,7 +11,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from benchmarks_app.models import PatternRule, Probe, ProbeCaseResult, ProbeRunReport
-from benchmarks_app.selectors.probes import probe_leaderboard, probe_report
+from benchmarks_app.models.boards import ProbeBoardRow
+from benchmarks_app.selectors.probes import _board_keys, probe_leaderboard, probe_report
 from benchmarks_app.services.probes.boards import probe_board_refresh
 from scoring.probes.metrics import resilience_interval
 from scoring.probes.types import CaseScore
@@ -94,6 +95,14 @@ def test_a_curation_change_starts_a_new_board(scored, submit):
     submit(suite_name="mini", model_name="after-probe-edit", text=responses_jsonl(BAD))
     versions = {r["suite_version"] for r in probe_leaderboard(suite_name="mini")}
     assert len(versions) == 3
+    # The boards' keys, read one index step at a time, are the rows' distinct keys.
+    rows = ProbeBoardRow.objects.filter(phase=None)
+    distinct = sorted(set(rows.values_list("suite_id", "suite_version")))
+    assert len(distinct) == 3
+    assert _board_keys(rows) == distinct
+    assert _board_keys(rows, limit=2) == distinct[:2]
+    assert _board_keys(rows.filter(suite_version=distinct[1][1])) == distinct[1:2]
+    assert _board_keys(rows.none()) == []
 
 
 def test_reports_without_a_version_or_interval_form_a_legacy_board(scored):
@@ -184,8 +193,6 @@ def test_boards_are_listed_newest_version_first_on_every_reader(client, scored, 
     from datetime import timedelta
 
     from django.utils import timezone
-
-    from benchmarks_app.models.boards import ProbeBoardRow
 
     old_version = probe_leaderboard(suite_name="mini")[0]["suite_version"]
     rule = PatternRule.objects.filter(active=True).order_by("pk").first()
