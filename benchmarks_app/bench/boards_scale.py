@@ -372,6 +372,8 @@ def _reads(size: int) -> list[tuple[str, str, str]]:
         ("audit", "API -tp page 2", f"{audit_api}?page_size=50&ordering=-tp&page=2"),
         ("audit", "API middle page", f"{audit_api}?page_size=50&page={api_last // 2}"),
         ("audit", "API last page", f"{audit_api}?page_size=50&page={api_last}"),
+        # The largest page the API serves (a client reading a whole board page by page).
+        ("audit", "API 500 rows, last", f"{audit_api}?page_size=500&page={-(-size // 500)}"),
         ("audit", "page 1", "/audit/"),
         ("audit", "page sort=-tp p2", "/audit/?sort=-tp&page=2"),
         ("audit", "page last", f"/audit/?page={page_last}"),

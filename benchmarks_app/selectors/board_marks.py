@@ -43,6 +43,10 @@ from benchmarks_app.models.boards import ChecklistBoardRow, ProbeBoardRow
 # above it (downloads of a whole board), computed in memory from all the board's columns:
 # a 500-row page of a 100,000-row board read the whole board that way (a second).
 COUNTED_ROWS_MAX = 500
+# Above this many rows, a board of at most IN_MEMORY_BOARD_PER_ROW times as many rows is
+# ranked in memory: counting costs about 40 µs a row asked, reading a row about 5 µs.
+IN_MEMORY_CHECK_ABOVE = 100
+IN_MEMORY_BOARD_PER_ROW = 8
 # Counts per statement: SQLite allows 2,000 result columns and 32,766 parameters a
 # statement (a count takes at most 20).
 COUNTS_PER_STATEMENT = 500
@@ -397,6 +401,12 @@ def board_marks(
     the board in its own order (a page read in that order from the board's start), so that
     places are not counted."""
     wanted = None if pks is None else set(pks)
+    if wanted is not None and len(wanted) > IN_MEMORY_CHECK_ABOVE:
+        # Many rows of a small board: reading the whole board is cheaper than counting
+        # (500 rows of a 1,000-row board: 5 ms in memory, 17 ms counted; of 10,000: 49 / 22).
+        board_rows = shape.model._default_manager.filter(**board_filter(shape, board))
+        if board_rows.count() <= IN_MEMORY_BOARD_PER_ROW * len(wanted):
+            return _in_memory(_light_rows(shape, board, None), wanted, shape.shared)
     if wanted is not None and len(wanted) <= COUNTED_ROWS_MAX:
         if not wanted:
             return {}

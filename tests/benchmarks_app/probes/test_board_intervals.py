@@ -96,13 +96,13 @@ def test_a_curation_change_starts_a_new_board(scored, submit):
     versions = {r["suite_version"] for r in probe_leaderboard(suite_name="mini")}
     assert len(versions) == 3
     # The boards' keys, read one index step at a time, are the rows' distinct keys.
-    rows = ProbeBoardRow.objects.filter(phase=None)
-    distinct = sorted(set(rows.values_list("suite_id", "suite_version")))
+    stored = ProbeBoardRow.objects.filter(phase=None)
+    distinct = sorted(set(stored.values_list("suite_id", "suite_version")))
     assert len(distinct) == 3
-    assert _board_keys(rows) == distinct
-    assert _board_keys(rows, limit=2) == distinct[:2]
-    assert _board_keys(rows.filter(suite_version=distinct[1][1])) == distinct[1:2]
-    assert _board_keys(rows.none()) == []
+    assert _board_keys(stored) == distinct
+    assert _board_keys(stored, limit=2) == distinct[:2]
+    assert _board_keys(stored.filter(suite_version=distinct[1][1])) == distinct[1:2]
+    assert _board_keys(stored.none()) == []
 
 
 def test_reports_without_a_version_or_interval_form_a_legacy_board(scored):
