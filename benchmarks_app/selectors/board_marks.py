@@ -501,10 +501,13 @@ def with_all_marks(shape: BoardShape, rows: Iterable[Any]) -> Iterator[Any]:
 
 
 def own_order(shape: BoardShape) -> list[str]:
-    """The ``ORDER BY`` of the board's own order."""
+    """The ``ORDER BY`` of the board's own order, led by the columns that pick the board."""
     # Foreign keys by their column: ordering by the relation would sort by the related
-    # model's own ordering.
-    return [_attribute(shape, name) for name in shape.order]
+    # model's own ordering. The board's columns lead although one board's rows share them:
+    # PostgreSQL does not take `phase IS NULL` as fixing the phase, so without the phase in
+    # the ORDER BY it sorted the whole board for each page (19 ms at 100,000 rows) rather
+    # than read its order index, which starts with them.
+    return [_attribute(shape, name) for name in (*shape.board, *shape.order)]
 
 
 # --- Ties with the row above (stored; written by ``services.board_ties``).

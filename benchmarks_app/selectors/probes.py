@@ -267,7 +267,7 @@ def probe_board_order(rows: QuerySet[ProbeBoardRow]) -> BoardPaging:
     """
     keys = _board_keys(rows, limit=2)
     if len(keys) <= 1:
-        order = ["suite_id", "suite_version", "phase_id", *own_order(PROBE_SHAPE)]
+        order = own_order(PROBE_SHAPE)
         if keys:
             # One board: its suite's id and its version as equalities (the rows are that
             # board's anyway) let its order index serve the ORDER BY and the count; without
