@@ -188,6 +188,31 @@ class _Counts:
         self.selects: list[str] = []
         self.params: list[Any] = []
         self.requests: dict[str, list[tuple[Any, ...]]] = {}
+        self.numbered: list[int] = []
+
+    def ask_places(self, rows: Sequence[_Row]) -> None:
+        """Ask for the place of each of ``rows`` in the board's order, numbered in one pass
+        down its order index up to the last of them (PostgreSQL; taken by :meth:`take` as
+        ``places``, the first column of the statement). PostgreSQL's index scans do not start
+        at a row-value bound behind ``phase IS NULL``, so the slices between scattered rows
+        (a page sorted by a column) each read the board from its start: 50 rows, 400 ms at
+        100,000."""
+        assert not self.selects, "places are asked first"
+        columns = [_column(self.shape, name) for name in self.shape.order]
+        last, last_params = _compare(columns, "<=", max(r.key for r in rows))
+        pk = _column(self.shape, "id")
+        # The board's columns lead the window's order, as in own_order: the index is read
+        # in order, not sorted.
+        order = ", ".join([*(_column(self.shape, name) for name in self.shape.board), *columns])
+        wanted = ", ".join(["%s"] * len(rows))
+        self.selects.append(
+            f"(SELECT array_agg(ARRAY[numbered.pk, numbered.place]) FROM (SELECT "
+            f"CAST({pk} AS BIGINT) AS pk, ROW_NUMBER() OVER (ORDER BY {order}) AS place "
+            f"FROM {self.table} WHERE {self.base} AND {last}) AS numbered "
+            f"WHERE numbered.pk IN ({wanted}))"
+        )
+        self.params += [*self.base_params, *last_params, *(r.pk for r in rows)]
+        self.numbered = [r.pk for r in rows]
 
     def ask(
         self,
@@ -230,7 +255,7 @@ class _Counts:
 
     def take(self) -> dict[str, dict[tuple[Any, ...], int]]:
         """Every request's counts by threshold (one statement per COUNTS_PER_STATEMENT)."""
-        slices: list[int] = []
+        slices: list[Any] = []
         if self.selects:
             with connection.cursor() as cursor:
                 start, first_param = 0, 0
@@ -244,6 +269,11 @@ class _Counts:
                     slices += cursor.fetchone()
                     start, first_param = start + len(chunk), first_param + used
         out, start = {}, 0
+        if self.numbered:
+            pairs: list[list[int]] = slices[0] or []
+            slices = slices[1:]
+            places = {int(pk): int(place) for pk, place in pairs}
+            out["places"] = {(pk,): places[pk] for pk in self.numbered if pk in places}
         for request, ordered in self.requests.items():
             part = np.cumsum(np.asarray(slices[start : start + len(ordered)], dtype=np.int64))
             out[request] = {t: int(n) for t, n in zip(ordered, part.tolist(), strict=True)}
@@ -253,35 +283,6 @@ class _Counts:
 
 def _key(row: _Row) -> tuple[Any, ...]:
     return row.key
-
-
-def _places_numbered(
-    shape: BoardShape, board: Mapping[str, Any], rows: list[_Row]
-) -> dict[tuple[Any, ...], int] | None:
-    """The rows before each of ``rows`` in the board's order, from one pass down its order
-    index numbering the rows up to the last of them. On PostgreSQL only: its index scans do
-    not start at a row-value bound behind ``phase IS NULL``, so the slices between the rows
-    each read the board from its start (50 rows sorted by a column: 400 ms at 100,000)."""
-    table = connection.ops.quote_name(shape.model._meta.db_table)
-    base, params = _where_board(shape, board)
-    columns = [_column(shape, name) for name in shape.order]
-    last, last_params = _compare(columns, "<=", max(r.key for r in rows))
-    pk = _column(shape, "id")
-    # The board's columns lead the window's order, as in own_order: the index is read in
-    # order, not sorted.
-    order = ", ".join([*(_column(shape, name) for name in shape.board), *columns])
-    wanted = ", ".join(["%s"] * len(rows))
-    sql = (
-        f"SELECT numbered.pk, numbered.place FROM (SELECT {pk} AS pk, "
-        f"ROW_NUMBER() OVER (ORDER BY {order}) AS place FROM {table} "
-        f"WHERE {base} AND {last}) AS numbered WHERE numbered.pk IN ({wanted})"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, *last_params, *(r.pk for r in rows)])
-        place = dict(cursor.fetchall())
-    if any(r.pk not in place for r in rows):
-        return None  # a row removed meanwhile: counted the other way
-    return {r.key: int(place[r.pk]) - 1 for r in rows}
 
 
 def _counted(
@@ -301,8 +302,8 @@ def _counted(
         # above, compared on the whole order key: 9 ms at place 90,000).
         known = {r.key: first_position - 1 + i for i, r in enumerate(sorted(rows, key=_key))}
     elif connection.vendor == "postgresql" and len(rows) > 1:
-        known = _places_numbered(shape, board, rows)
-    if known is None:
+        counts.ask_places(rows)
+    else:
         counts.ask("before", shape.order, "<", [r.key for r in rows])
     in_order = sorted(rows, key=_key)
     if shape.shared:
@@ -325,6 +326,14 @@ def _counted(
         counts.ask("all_above", [shape.value], ">", points)
         counts.ask("all_reach", [shape.value], ">=", points)
     taken = counts.take()
+    if "places" in taken:
+        numbered = taken["places"]
+        if len(numbered) < len(rows):  # a row removed meanwhile: counted the other way
+            recount = _Counts(shape, board)
+            recount.ask("before", shape.order, "<", [r.key for r in rows])
+            taken["before"] = recount.take()["before"]
+        else:
+            known = {r.key: numbered[(r.pk,)] - 1 for r in rows}
     before = known if known is not None else taken["before"]
     above, reach = taken["above"], taken["reach"]
 
