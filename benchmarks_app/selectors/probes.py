@@ -214,15 +214,19 @@ def _board_keys(rows: QuerySet[ProbeBoardRow], limit: int | None = None) -> list
     return keys
 
 
-def probe_boards(rows: QuerySet[ProbeBoardRow]) -> list[tuple[int, str, str]]:
+def probe_boards(
+    rows: QuerySet[ProbeBoardRow], keys: list[tuple[int, str]] | None = None
+) -> list[tuple[int, str, str]]:
     """The boards ``rows`` hold, as (suite id, suite name, version): suite by suite (by
     name), the newest version of a suite first (its latest report), then by version.
 
     A few small queries: the boards' keys (:func:`_board_keys`; one grouped MAX over every
     row with its suite's name cost 47 ms at 100,000 rows), then their suites' names and, for a
     suite with several versions, each version's latest report (a step down an index each).
+    ``keys``: the boards' keys where the caller has read them (:func:`_board_keys`).
     """
-    keys = _board_keys(rows)
+    if keys is None:
+        keys = _board_keys(rows)
     if not keys:
         return []
     versions: dict[int, list[str]] = {}
@@ -265,7 +269,8 @@ def probe_board_order(rows: QuerySet[ProbeBoardRow]) -> BoardPaging:
     a suite first (:func:`probe_boards`), then each board's own order) and whether they are
     one board's. One small query, three with several boards.
     """
-    keys = _board_keys(rows, limit=2)
+    # Every key: with one board, finding that there is no second costs what reading all does.
+    keys = _board_keys(rows)
     if len(keys) <= 1:
         order = own_order(PROBE_SHAPE)
         if keys:
@@ -275,7 +280,7 @@ def probe_board_order(rows: QuerySet[ProbeBoardRow]) -> BoardPaging:
             suite_id, version = keys[0]
             rows = rows.filter(suite_id=suite_id, suite_version=version)
         return BoardPaging(rows, order, one_board=True)
-    boards = probe_boards(rows)
+    boards = probe_boards(rows, keys=keys)
     board_order = Case(
         *(
             When(suite_id=suite_id, suite_version=version, then=Value(i))
