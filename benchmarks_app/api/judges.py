@@ -125,7 +125,7 @@ class ProbeBoardAgreementView(APIView):
         except ProbeReportNotFound as exc:
             field, _, message = str(exc).partition(": ")
             raise NotFound({field: message}) from None
-        rows = ProbeBoardRow.objects.filter(suite__name=suite, phase=phase)
+        rows = ProbeBoardRow.objects.on_phase(phase).filter(suite__name=suite)
         if "version" in params:
             rows = rows.filter(suite_version=params["version"])
         boards = rows.order_by().values_list("suite_id", "suite_version").distinct()

@@ -275,7 +275,9 @@ def probe_run_ends(count: int, *, seed: int = 5) -> list[dict[str, Any]]:
     out = []
     for k in range(count):
         if k % 2 == 0:
-            sub = ResponseSubmission.objects.create(suite=suite, model_name=f"new-model-{k:03d}")
+            sub = ResponseSubmission.objects.create(
+                suite=suite, model_name=f"new-model-{seed}-{k:03d}"
+            )
         else:
             sub = ResponseSubmission.objects.get(pk=rng.choice(existing))
         run = Run.objects.create(
@@ -355,6 +357,25 @@ def checklist_run_ends(count: int, *, seed: int = 5) -> list[dict[str, Any]]:
         timed = _timed(lambda run=run: checklist_board_refresh_for_run(run=run))
         assert ChecklistBoardRow.objects.count() == before + (k % 2 == 0)
         out.append({**timed, "kind": "new" if k % 2 == 0 else "rerun"})
+    return out
+
+
+def commit_flush_ms(release: Any, count: int = RUN_ENDS) -> list[float]:
+    """Wall ms of ``count`` commits of a one-row update, each its own transaction: what a
+    run end's commit costs before any of its work (PostgreSQL waits for its write-ahead
+    log to reach the disk; on a slow disk that, not the board update, is most of the time)."""
+    from django.db import transaction
+
+    from benchmarks_app.models.audit import AuditBoardRow
+
+    row = AuditBoardRow.objects.filter(release=release).order_by("pk").first()
+    assert row is not None
+    out = []
+    for _ in range(count):
+        started = time.perf_counter()
+        with transaction.atomic():
+            AuditBoardRow.objects.filter(pk=row.pk).update(tied_with_above=row.tied_with_above)
+        out.append((time.perf_counter() - started) * 1000)
     return out
 
 
@@ -498,6 +519,13 @@ def run(out: TextIO, *, sizes: tuple[int, ...] = SIZES, reads: int = READS) -> N
                 f"{sorted({e['queries'] for e in checklist_ends})}, rows written "
                 f"{[e['result'] for e in checklist_ends]}\n"
             )
+            if connection.vendor == "postgresql":
+                flush = commit_flush_ms(release)
+                out.write(
+                    f"  a commit's WAL flush on this machine (a one-row update in its own "
+                    f"transaction, as a run end commits once): {_ms(flush)} ms (p50 p95 max), "
+                    "inside every run end's wall time above\n"
+                )
             summary.append(
                 (
                     size,

@@ -10,9 +10,11 @@ from simple_history.models import HistoricalRecords
 from benchmarks_app.models.common import (
     QA_SEVERITIES,
     AppendOnlyModel,
+    BoardRowQuerySet,
     LineEndsTextField,
     Severity,
     TimeStampedModel,
+    phase_key_field,
 )
 from scoring.audit.board import RANK_DIGITS
 
@@ -432,6 +434,7 @@ class AuditBoardRow(models.Model):
         on_delete=models.CASCADE,
         related_name="audit_board_rows",
     )
+    phase_key = phase_key_field()
     scanner = models.ForeignKey(Scanner, on_delete=models.CASCADE, related_name="board_rows")
     # The board's order (ascending is better; see ``selectors.board_marks``): ranked rows
     # first (F1+, F1, name), then incomplete ones (most repos first). Places and ranks are
@@ -488,11 +491,13 @@ class AuditBoardRow(models.Model):
     rank_low: int | None
     rank_high: int | None
 
+    objects = BoardRowQuerySet.as_manager()
+
     class Meta:
         ordering = [
             "release",
             "judge",
-            "phase",
+            "phase_key",
             "sort_group",
             "sort_repos",
             "sort_a",
@@ -517,7 +522,7 @@ class AuditBoardRow(models.Model):
                 fields=[
                     "release",
                     "judge",
-                    "phase",
+                    "phase_key",
                     "sort_group",
                     "sort_repos",
                     "sort_a",
@@ -527,19 +532,22 @@ class AuditBoardRow(models.Model):
                 ],
                 name="audit_board_order",
             ),
-            models.Index(fields=["release", "judge", "phase", "span_low"], name="audit_board_low"),
+            models.Index(
+                fields=["release", "judge", "phase_key", "span_low"], name="audit_board_low"
+            ),
             # The board's stamp (rows, last written), which caches read: an index, not rows.
             models.Index(
-                fields=["release", "judge", "phase", "computed_at"], name="audit_board_written"
+                fields=["release", "judge", "phase_key", "computed_at"], name="audit_board_written"
             ),
             *(
                 models.Index(
-                    fields=["release", "judge", "phase", column], name=f"audit_board_{column}"[:30]
+                    fields=["release", "judge", "phase_key", column],
+                    name=f"audit_board_{column}"[:30],
                 )
                 for column in METRIC_COLUMNS
             ),
             models.Index(
-                fields=["release", "judge", "phase", "span_high"], name="audit_board_high"
+                fields=["release", "judge", "phase_key", "span_high"], name="audit_board_high"
             ),
         ]
 

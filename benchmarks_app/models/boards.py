@@ -15,6 +15,7 @@ from django.db import models
 
 from benchmarks_app.models.audit import name_key
 from benchmarks_app.models.checklist import Challenge, ChecklistScore, ChecklistSubmission, Team
+from benchmarks_app.models.common import BoardRowQuerySet, phase_key_field
 from benchmarks_app.models.phases import Phase
 from benchmarks_app.models.probes import ProbeRunReport, ProbeSuite, ResponseSubmission
 from benchmarks_app.models.runs import EvaluationRun
@@ -56,9 +57,10 @@ class BoardRowFields(models.Model):
 class ProbeBoardRow(BoardRowFields):
     suite = models.ForeignKey(ProbeSuite, on_delete=models.CASCADE, related_name="board_rows")
     suite_version = models.CharField(max_length=64)
-    # No index of its own: every index below leads with (suite, version, phase), and one on
-    # the phase alone made SQLite answer `phase IS NULL` with it and sort all 100,000 rows of
-    # the board of all entries to list its boards (47 ms). A phase's deletion scans the rows.
+    # No index of its own: the indexes below lead with (suite, version, phase_key), and one
+    # on the phase alone made SQLite answer `phase IS NULL` with it and sort all 100,000 rows
+    # of the board of all entries to list its boards (47 ms). A phase's deletion scans the
+    # rows.
     phase = models.ForeignKey(
         Phase,
         null=True,
@@ -67,6 +69,7 @@ class ProbeBoardRow(BoardRowFields):
         related_name="probe_board_rows",
         db_index=False,
     )
+    phase_key = phase_key_field()
     model_name = models.CharField(max_length=200)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -88,11 +91,13 @@ class ProbeBoardRow(BoardRowFields):
     sort_group = models.PositiveSmallIntegerField(default=0)
     sort_name = models.CharField(max_length=400, blank=True, default="")
 
+    objects = BoardRowQuerySet.as_manager()
+
     class Meta:
         ordering = [
             "suite",
             "suite_version",
-            "phase",
+            "phase_key",
             "sort_group",
             "sort_a",
             "sort_b",
@@ -116,7 +121,7 @@ class ProbeBoardRow(BoardRowFields):
                 fields=[
                     "suite",
                     "suite_version",
-                    "phase",
+                    "phase_key",
                     "sort_group",
                     "sort_a",
                     "sort_b",
@@ -126,21 +131,22 @@ class ProbeBoardRow(BoardRowFields):
                 name="probe_board_order",
             ),
             models.Index(
-                fields=["suite", "suite_version", "phase", "span_low"], name="probe_board_low"
+                fields=["suite", "suite_version", "phase_key", "span_low"], name="probe_board_low"
             ),
             models.Index(
-                fields=["suite", "suite_version", "phase", "computed_at"],
+                fields=["suite", "suite_version", "phase_key", "computed_at"],
                 name="probe_board_written",
             ),
             models.Index(
-                fields=["suite", "suite_version", "phase", "span_high"], name="probe_board_high"
+                fields=["suite", "suite_version", "phase_key", "span_high"], name="probe_board_high"
             ),
             # A board's latest report, which puts a suite's newest version first.
             models.Index(
-                fields=["suite", "suite_version", "phase", "scored_at"], name="probe_board_scored"
+                fields=["suite", "suite_version", "phase_key", "scored_at"],
+                name="probe_board_scored",
             ),
-            models.Index(fields=["suite", "suite_version", "phase", "pass_rate"]),
-            models.Index(fields=["suite", "suite_version", "phase", "model_name"]),
+            models.Index(fields=["suite", "suite_version", "phase_key", "pass_rate"]),
+            models.Index(fields=["suite", "suite_version", "phase_key", "model_name"]),
         ]
 
     def __str__(self) -> str:
@@ -152,6 +158,7 @@ class ChecklistBoardRow(BoardRowFields):
     phase = models.ForeignKey(
         Phase, null=True, blank=True, on_delete=models.CASCADE, related_name="checklist_board_rows"
     )
+    phase_key = phase_key_field()
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="board_rows")
     # The team's name, casefolded: ``?ordering=team`` reads an index instead of sorting.
     team_sort = models.CharField(max_length=100, blank=True)
@@ -170,8 +177,18 @@ class ChecklistBoardRow(BoardRowFields):
     # The submission's time in microseconds: S, C_G, the earlier submission, its id.
     sort_time = models.BigIntegerField(default=0)
 
+    objects = BoardRowQuerySet.as_manager()
+
     class Meta:
-        ordering = ["challenge", "phase", "sort_a", "sort_b", "sort_time", "submission_id", "id"]
+        ordering = [
+            "challenge",
+            "phase_key",
+            "sort_a",
+            "sort_b",
+            "sort_time",
+            "submission_id",
+            "id",
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["challenge", "team"],
@@ -186,19 +203,31 @@ class ChecklistBoardRow(BoardRowFields):
         ]
         indexes = [
             models.Index(
-                fields=["challenge", "phase", "sort_a", "sort_b", "sort_time", "submission", "id"],
+                fields=[
+                    "challenge",
+                    "phase_key",
+                    "sort_a",
+                    "sort_b",
+                    "sort_time",
+                    "submission",
+                    "id",
+                ],
                 name="checklist_board_order",
             ),
-            models.Index(fields=["challenge", "phase", "span_low"], name="checklist_board_low"),
+            models.Index(fields=["challenge", "phase_key", "span_low"], name="checklist_board_low"),
             models.Index(
-                fields=["challenge", "phase", "computed_at"], name="checklist_board_written"
+                fields=["challenge", "phase_key", "computed_at"], name="checklist_board_written"
             ),
-            models.Index(fields=["challenge", "phase", "span_high"], name="checklist_board_high"),
-            models.Index(fields=["challenge", "phase", "exact", "s"], name="checklist_board_exact"),
-            models.Index(fields=["challenge", "phase", "c_g"]),
-            models.Index(fields=["challenge", "phase", "s"]),
-            models.Index(fields=["challenge", "phase", "submitted_at"]),
-            models.Index(fields=["challenge", "phase", "team_sort"]),
+            models.Index(
+                fields=["challenge", "phase_key", "span_high"], name="checklist_board_high"
+            ),
+            models.Index(
+                fields=["challenge", "phase_key", "exact", "s"], name="checklist_board_exact"
+            ),
+            models.Index(fields=["challenge", "phase_key", "c_g"]),
+            models.Index(fields=["challenge", "phase_key", "s"]),
+            models.Index(fields=["challenge", "phase_key", "submitted_at"]),
+            models.Index(fields=["challenge", "phase_key", "team_sort"]),
         ]
 
     def __str__(self) -> str:

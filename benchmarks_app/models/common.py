@@ -4,6 +4,7 @@ from typing import Any
 
 from django import forms
 from django.db import models
+from django.db.models.functions import Coalesce
 
 from scoring.text import normalize_line_ends
 
@@ -94,3 +95,30 @@ class Severity(models.TextChoices):
 
 
 QA_SEVERITIES = (Severity.INFO, Severity.BEST_PRACTICES)
+
+
+def phase_key_of(phase: Any) -> int:
+    """A board's phase (a ``Phase``, its id, or None for the board of all entries) as its
+    rows' ``phase_key``."""
+    if phase is None:
+        return 0
+    return int(getattr(phase, "pk", phase))
+
+
+def phase_key_field() -> models.GeneratedField:
+    """The board row's phase as a value that is never NULL: the phase's id, 0 on the board of
+    all entries. A board is picked out by equalities on its indexes' leading columns, which
+    PostgreSQL needs in order to read an index in order or start a scan at a row-value
+    bound: behind ``phase_id IS NULL`` it sorted the whole board for a page, and counted a
+    slice of it from the board's first row (1,628 buffers against 3 at 100,000 rows)."""
+    return models.GeneratedField(
+        expression=Coalesce("phase", models.Value(0)),
+        output_field=models.BigIntegerField(),
+        db_persist=True,
+    )
+
+
+class BoardRowQuerySet(models.QuerySet[Any]):
+    def on_phase(self, phase: Any) -> BoardRowQuerySet:
+        """The rows of the boards of ``phase`` (None: the boards of all entries)."""
+        return self.filter(phase_key=phase_key_of(phase))

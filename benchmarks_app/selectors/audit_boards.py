@@ -378,9 +378,11 @@ def board_row_queryset(board: Board, *, user: Any = None, everyone: bool = False
     A hidden, unrevealed phase's board: staff see every row, a signed-in participant the rows
     of their own scanners, anybody else none. ``everyone``: no such filter (commands).
     """
-    rows = AuditBoardRow.objects.filter(
-        release=board.release, judge=board.judge, phase=board.phase
-    ).select_related("scanner", "phase")
+    rows = (
+        AuditBoardRow.objects.on_phase(board.phase)
+        .filter(release=board.release, judge=board.judge)
+        .select_related("scanner", "phase")
+    )
     if everyone or phase_board_visible(board.phase, user):
         return rows
     if getattr(user, "is_authenticated", False):
@@ -436,7 +438,7 @@ def audit_leaderboard(
 def audit_boards() -> list[dict[str, Any]]:
     """Every board with rows: dataset, release, judge, whether it is the official one."""
     counted = (
-        AuditBoardRow.objects.filter(phase__isnull=True)
+        AuditBoardRow.objects.on_phase(None)
         .values("release_id", "judge")
         .order_by()
         .annotate(rows=Count("pk"))

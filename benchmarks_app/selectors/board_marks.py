@@ -38,6 +38,7 @@ from django.db.models import Model
 
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.models.boards import ChecklistBoardRow, ProbeBoardRow
+from benchmarks_app.models.common import phase_key_of
 
 # Up to this many rows (the API's largest page), marks are counted on the board's indexes;
 # above it (downloads of a whole board), computed in memory from all the board's columns:
@@ -96,8 +97,17 @@ class _Row:
 
 
 def board_filter(shape: BoardShape, board: Mapping[str, Any]) -> dict[str, Any]:
-    """The ORM filter of one board: ``board`` holds a value per :attr:`BoardShape.board`."""
-    return {name: board[name] for name in shape.board}
+    """The ORM filter of one board: ``board`` holds a value per :attr:`BoardShape.board`.
+    The phase is matched by its ``phase_key`` (never NULL), which the indexes lead with."""
+    return {_key_name(name): _key_value(name, board[name]) for name in shape.board}
+
+
+def _key_name(name: str) -> str:
+    return "phase_key" if name == "phase" else name
+
+
+def _key_value(name: str, value: Any) -> Any:
+    return phase_key_of(value) if name == "phase" else getattr(value, "pk", value)
 
 
 def board_of(shape: BoardShape, row: Any) -> dict[str, Any]:
@@ -153,16 +163,20 @@ def _light_rows(
 
 
 def _where_board(shape: BoardShape, board: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    parts, params = [], []
-    for name in shape.board:
-        value = board[name]
-        column = _column(shape, name)
-        if value is None:
-            parts.append(f"{column} IS NULL")
-        else:
-            parts.append(f"{column} = %s")
-            params.append(getattr(value, "pk", value))
-    return " AND ".join(parts), params
+    names = [_key_name(name) for name in shape.board]
+    parts = [f"{_column(shape, name)} = %s" for name in names]
+    return " AND ".join(parts), [_key_value(name, board[name]) for name in shape.board]
+
+
+def _row_compare(columns: Sequence[str], op: str, values: Sequence[str]) -> str:
+    if len(columns) == 1:
+        return f"{columns[0]} {op} {values[0]}"
+    return f"({', '.join(columns)}) {op} ({', '.join(values)})"
+
+
+def _db_type(shape: BoardShape, name: str) -> str:
+    field = shape.model._meta.pk if name in ("id", "pk") else shape.model._meta.get_field(name)
+    return str(field.db_type(connection))  # type: ignore[union-attr]
 
 
 def _compare(columns: Sequence[str], op: str, threshold: Sequence[Any]) -> tuple[str, list[Any]]:
@@ -179,6 +193,14 @@ class _Counts:
     Thresholds are taken from the end the comparison starts at, each counted over the slice
     of the index between it and the one before, then summed: a request costs at most one
     pass over its index, however many thresholds it has.
+
+    On PostgreSQL the slices of a request are counted by one subquery run once per row of a
+    VALUES list of their bounds: it plans every subquery of a statement against each of the
+    table's indexes, and a page's hundred slices cost 18-32 ms to plan (2-5 ms to run) at
+    100,000 rows. Its index scans (up to 16 at least) stop at a row-value upper bound only
+    when the bound's first column passes, so a slice bounded by a whole order key (leading
+    columns shared by most rows) read the board to its end: such a slice is counted as the
+    index ranges it is made of, each bounded on one column behind equalities.
     """
 
     def __init__(self, shape: BoardShape, board: Mapping[str, Any]) -> None:
@@ -188,31 +210,16 @@ class _Counts:
         self.selects: list[str] = []
         self.params: list[Any] = []
         self.requests: dict[str, list[tuple[Any, ...]]] = {}
-        self.numbered: list[int] = []
+        # Requests whose counts are taken as they are (each its own), not summed slices.
+        self.plain: set[str] = set()
+        # Where each select's result goes: None, one count of the flat list; "array",
+        # counts of the flat list; (request, slice indexes), counts of those slices.
+        self.kinds: list[str | tuple[str, list[int]] | None] = []
 
-    def ask_places(self, rows: Sequence[_Row]) -> None:
-        """Ask for the place of each of ``rows`` in the board's order, numbered in one pass
-        down its order index up to the last of them (PostgreSQL; taken by :meth:`take` as
-        ``places``, the first column of the statement). PostgreSQL's index scans do not start
-        at a row-value bound behind ``phase IS NULL``, so the slices between scattered rows
-        (a page sorted by a column) each read the board from its start: 50 rows, 400 ms at
-        100,000."""
-        assert not self.selects, "places are asked first"
-        columns = [_column(self.shape, name) for name in self.shape.order]
-        last, last_params = _compare(columns, "<=", max(r.key for r in rows))
-        pk = _column(self.shape, "id")
-        # The board's columns lead the window's order, as in own_order: the index is read
-        # in order, not sorted.
-        order = ", ".join([*(_column(self.shape, name) for name in self.shape.board), *columns])
-        wanted = ", ".join(["%s"] * len(rows))
-        self.selects.append(
-            f"(SELECT array_agg(ARRAY[numbered.pk, numbered.place]) FROM (SELECT "
-            f"CAST({pk} AS BIGINT) AS pk, ROW_NUMBER() OVER (ORDER BY {order}) AS place "
-            f"FROM {self.table} WHERE {self.base} AND {last}) AS numbered "
-            f"WHERE numbered.pk IN ({wanted}))"
-        )
-        self.params += [*self.base_params, *last_params, *(r.pk for r in rows)]
-        self.numbered = [r.pk for r in rows]
+    def _select(self, sql: str, params: Sequence[Any], kind: Any = None) -> None:
+        self.selects.append(sql)
+        self.params += params
+        self.kinds.append(kind)
 
     def ask(
         self,
@@ -226,6 +233,13 @@ class _Counts:
         ordered = sorted(set(thresholds), reverse=op in (">", ">="))
         columns = [_column(self.shape, name) for name in names]
         base = f"{self.base} AND {where}" if where else self.base
+        self.requests[request] = ordered
+        if connection.vendor == "postgresql" and len(names) > 1 and ordered:
+            self._ask_ranges(request, names, op, ordered, base)
+            return
+        if connection.vendor == "postgresql" and len(ordered) > 2:
+            self._ask_listed(names, op, ordered, base)
+            return
         previous: tuple[Any, ...] | None = None
         for threshold in ordered:
             sql, values = _compare(columns, op, threshold)
@@ -234,28 +248,139 @@ class _Counts:
                 since, since_params = _compare(columns, _COMPLEMENT[op], previous)
                 condition += f" AND {since}"
                 params += since_params
-            self.selects.append(f"(SELECT COUNT(*) FROM {self.table} WHERE {condition})")
-            self.params += params
+            self._select(f"(SELECT COUNT(*) FROM {self.table} WHERE {condition})", params)
             previous = threshold
-        self.requests[request] = ordered
+
+    def _listed(
+        self, count: str, rows: Sequence[Sequence[Any]], base_uses: int
+    ) -> tuple[str, list[Any]]:
+        """``count`` (SQL reading the VALUES row as ``v.column2``...) for each of ``rows``
+        (their first value: the order of the array), as one array."""
+        width = ", ".join(["%s"] * len(rows[0]))
+        values = ", ".join([f"({width})"] * len(rows))
+        sql = f"(SELECT array_agg(({count}) ORDER BY v.column1) FROM (VALUES {values}) AS v)"
+        return sql, [*self.base_params * base_uses, *(value for row in rows for value in row)]
+
+    def _cast(self, names: Sequence[str], first: int) -> list[str]:
+        return [
+            f"CAST(v.column{first + k} AS {_db_type(self.shape, name)})"
+            for k, name in enumerate(names)
+        ]
+
+    def _ask_listed(
+        self, names: Sequence[str], op: str, ordered: list[tuple[Any, ...]], base: str
+    ) -> None:
+        # The first slice has no lower bound: a subquery of its own.
+        columns = [_column(self.shape, name) for name in names]
+        first, first_params = _compare(columns, op, ordered[0])
+        self._select(
+            f"(SELECT COUNT(*) FROM {self.table} WHERE {base} AND {first})",
+            [*self.base_params, *first_params],
+        )
+        bound = self._cast(names, 2)
+        since = self._cast(names, 2 + len(names))
+        count = (
+            f"SELECT COUNT(*) FROM {self.table} WHERE {base} "
+            f"AND {_row_compare(columns, op, bound)} "
+            f"AND {_row_compare(columns, _COMPLEMENT[op], since)}"
+        )
+        rows = [(i, *ordered[i], *ordered[i - 1]) for i in range(1, len(ordered))]
+        self._select(*self._listed(count, rows, 1), kind="array")
+
+    def _ask_ranges(
+        self,
+        request: str,
+        names: Sequence[str],
+        op: str,
+        ordered: list[tuple[Any, ...]],
+        base: str,
+    ) -> None:
+        # The slice [low, high) of the order (low None: from the board's first row), with p
+        # the columns low and high share: those p equal, then low's row (column p equal,
+        # the rest at least low's), the rows strictly between on column p, and high's side
+        # (column p equal to high's, then for each later column j: the columns before it
+        # equal to high's and column j below). Each is an index range bounded on its first
+        # unequal column. Slices with the same p share their SQL: one subquery per p.
+        assert op == "<", "rows before keys"
+        columns = [_column(self.shape, name) for name in names]
+        width = len(names)
+        by_shared: dict[int, list[int]] = {}
+        for i, high in enumerate(ordered):
+            shared = -1
+            if i:
+                low = ordered[i - 1]
+                shared = next(k for k in range(width) if low[k] != high[k])
+            by_shared.setdefault(shared, []).append(i)
+        for shared, slices in by_shared.items():
+            if shared < 0:
+                high_at, low_at = self._cast(names, 2), None
+                rows = [(i, *ordered[i]) for i in slices]
+            else:
+                low_at, high_at = self._cast(names, 2), self._cast(names, 2 + width)
+                rows = [(i, *ordered[i - 1], *ordered[i]) for i in slices]
+            pieces = []
+            start = max(shared, 0)
+            equal = [f"{columns[k]} = {high_at[k]}" for k in range(start)]
+            if low_at is not None:
+                low_side = [*equal, f"{columns[shared]} = {low_at[shared]}"]
+                if shared + 1 < width:
+                    rest = list(range(shared + 1, width))
+                    low_side.append(
+                        _row_compare([columns[k] for k in rest], ">=", [low_at[k] for k in rest])
+                    )
+                pieces.append(low_side)
+                pieces.append(
+                    [
+                        *equal,
+                        f"{columns[shared]} > {low_at[shared]}",
+                        f"{columns[shared]} < {high_at[shared]}",
+                    ]
+                )
+                start = shared + 1
+            for j in range(start, width):
+                pieces.append(
+                    [
+                        *equal,
+                        *(f"{columns[k]} = {high_at[k]}" for k in range(max(shared, 0), j)),
+                        f"{columns[j]} < {high_at[j]}",
+                    ]
+                )
+            count = " + ".join(
+                f"(SELECT COUNT(*) FROM {self.table} WHERE {base} AND {' AND '.join(piece)})"
+                for piece in pieces
+            )
+            sql, params = self._listed(count, rows, len(pieces))
+            self._select(sql, params, kind=(request, slices))
 
     def ask_equal(
-        self, request: str, names: Sequence[str], equal: int, key: tuple[Any, ...]
+        self, request: str, names: Sequence[str], equal: int, keys: Iterable[tuple[Any, ...]]
     ) -> None:
-        """Ask for the rows whose first ``equal`` columns of ``names`` equal ``key``'s and
-        whose whole ``names`` come before ``key`` (by the name ``request``, at ``key``)."""
+        """Ask, for each of ``keys``, for the rows whose first ``equal`` columns of ``names``
+        equal the key's and whose whole ``names`` come before it (by the name ``request``,
+        at each key; counted each, not summed)."""
+        ordered = sorted(set(keys))
         columns = [_column(self.shape, name) for name in names]
+        self.requests[request] = ordered
+        self.plain.add(request)
+        if connection.vendor == "postgresql" and len(ordered) > 2:
+            given = self._cast(names, 2)
+            same = " AND ".join(f"{columns[k]} = {given[k]}" for k in range(equal))
+            rest = _row_compare(columns[equal:], "<", given[equal:])
+            count = f"SELECT COUNT(*) FROM {self.table} WHERE {self.base} AND {same} AND {rest}"
+            rows = [(i, *key) for i, key in enumerate(ordered)]
+            self._select(*self._listed(count, rows, 1), kind="array")
+            return
         same = " AND ".join(f"{c} = %s" for c in columns[:equal])
-        rest, values = _compare(columns[equal:], "<", key[equal:])
-        self.selects.append(
-            f"(SELECT COUNT(*) FROM {self.table} WHERE {self.base} AND {same} AND {rest})"
-        )
-        self.params += [*self.base_params, *key[:equal], *values]
-        self.requests[request] = [key]
+        for key in ordered:
+            rest, values = _compare(columns[equal:], "<", key[equal:])
+            self._select(
+                f"(SELECT COUNT(*) FROM {self.table} WHERE {self.base} AND {same} AND {rest})",
+                [*self.base_params, *key[:equal], *values],
+            )
 
     def take(self) -> dict[str, dict[tuple[Any, ...], int]]:
         """Every request's counts by threshold (one statement per COUNTS_PER_STATEMENT)."""
-        slices: list[Any] = []
+        results: list[Any] = []
         if self.selects:
             with connection.cursor() as cursor:
                 start, first_param = 0, 0
@@ -266,18 +391,31 @@ class _Counts:
                         f"SELECT {', '.join(chunk)}",
                         self.params[first_param : first_param + used],
                     )
-                    slices += cursor.fetchone()
+                    results += cursor.fetchone()
                     start, first_param = start + len(chunk), first_param + used
+        flat: list[int] = []
+        scattered: dict[str, np.ndarray] = {}
+        for kind, result in zip(self.kinds, results, strict=True):
+            if kind is None:
+                flat.append(result)
+            elif isinstance(kind, str):  # "array"
+                flat += result
+            else:
+                request, slices = kind
+                counts = scattered.setdefault(
+                    request, np.zeros(len(self.requests[request]), dtype=np.int64)
+                )
+                counts[slices] += np.asarray(result, dtype=np.int64)
         out, start = {}, 0
-        if self.numbered:
-            pairs: list[list[int]] = slices[0] or []
-            slices = slices[1:]
-            places = {int(pk): int(place) for pk, place in pairs}
-            out["places"] = {(pk,): places[pk] for pk in self.numbered if pk in places}
         for request, ordered in self.requests.items():
-            part = np.cumsum(np.asarray(slices[start : start + len(ordered)], dtype=np.int64))
+            if request in scattered:
+                part = scattered[request]
+            else:
+                part = np.asarray(flat[start : start + len(ordered)], dtype=np.int64)
+                start += len(ordered)
+            if request not in self.plain:
+                part = np.cumsum(part)
             out[request] = {t: int(n) for t, n in zip(ordered, part.tolist(), strict=True)}
-            start += len(ordered)
         return out
 
 
@@ -301,8 +439,6 @@ def _counted(
         # the first one's. Counting them was the costliest count of a deep page (the rows
         # above, compared on the whole order key: 9 ms at place 90,000).
         known = {r.key: first_position - 1 + i for i, r in enumerate(sorted(rows, key=_key))}
-    elif connection.vendor == "postgresql" and len(rows) > 1:
-        counts.ask_places(rows)
     else:
         counts.ask("before", shape.order, "<", [r.key for r in rows])
     in_order = sorted(rows, key=_key)
@@ -311,8 +447,8 @@ def _counted(
         # the place less the rows before it with those numbers (an equality prefix of the
         # order index: a few entries, not the rows above). Consecutive rows count them for
         # their first row only: the others follow from the row above.
-        for r in in_order[:1] if consecutive else ranked:
-            counts.ask_equal(f"tied {r.pk}", shape.order, shape.shared, r.key)
+        asked = in_order[:1] if consecutive else ranked
+        counts.ask_equal("tied", shape.order, shape.shared, [r.key for r in asked])
     counts.ask("above", ["span_low"], ">", [(r.high,) for r in loose])
     counts.ask("reach", ["span_high"], ">=", [(r.low,) for r in loose])
     if shape.value is not None:
@@ -326,14 +462,6 @@ def _counted(
         counts.ask("all_above", [shape.value], ">", points)
         counts.ask("all_reach", [shape.value], ">=", points)
     taken = counts.take()
-    if "places" in taken:
-        numbered = taken["places"]
-        if len(numbered) < len(rows):  # a row removed meanwhile: counted the other way
-            recount = _Counts(shape, board)
-            recount.ask("before", shape.order, "<", [r.key for r in rows])
-            taken["before"] = recount.take()["before"]
-        else:
-            known = {r.key: numbered[(r.pk,)] - 1 for r in rows}
     before = known if known is not None else taken["before"]
     above, reach = taken["above"], taken["reach"]
 
@@ -344,14 +472,14 @@ def _counted(
         above_row: _Row | None = None
         for r in in_order:
             if above_row is None:
-                tied[r.pk] = taken[f"tied {r.pk}"][r.key]
+                tied[r.pk] = taken["tied"][r.key]
             elif above_row.key[: shape.shared] == r.key[: shape.shared]:
                 tied[r.pk] = tied[above_row.pk] + 1
             else:
                 tied[r.pk] = 0
             above_row = r
     elif shape.shared:
-        tied = {r.pk: taken[f"tied {r.pk}"][r.key] for r in ranked}
+        tied = {r.pk: taken["tied"][r.key] for r in ranked}
     out = {}
     for r in rows:
         position = 1 + before[r.key]
@@ -544,11 +672,9 @@ def with_all_marks(shape: BoardShape, rows: Iterable[Any]) -> Iterator[Any]:
 def own_order(shape: BoardShape) -> list[str]:
     """The ``ORDER BY`` of the board's own order, led by the columns that pick the board."""
     # Foreign keys by their column: ordering by the relation would sort by the related
-    # model's own ordering. The board's columns lead although one board's rows share them:
-    # PostgreSQL does not take `phase IS NULL` as fixing the phase, so without the phase in
-    # the ORDER BY it sorted the whole board for each page (19 ms at 100,000 rows) rather
-    # than read its order index, which starts with them.
-    return [_attribute(shape, name) for name in (*shape.board, *shape.order)]
+    # model's own ordering. The board's columns lead although one board's rows share them,
+    # as its order index does: a query over several boards reads it in order too.
+    return [_attribute(shape, _key_name(name)) for name in (*shape.board, *shape.order)]
 
 
 # --- Ties with the row above (stored; written by ``services.board_ties``).

@@ -71,7 +71,7 @@ class ChecklistBoard:
         """The rows the viewer may see, in board order (not evaluated: slice it for a page)."""
         if self.challenge is None:
             return ChecklistBoardRow.objects.none()
-        qs = ChecklistBoardRow.objects.filter(challenge=self.challenge, phase=self.phase)
+        qs = ChecklistBoardRow.objects.on_phase(self.phase).filter(challenge=self.challenge)
         if not self.full:
             if self.own_team_id is None:
                 return ChecklistBoardRow.objects.none()
@@ -179,4 +179,4 @@ def board_row_dict(row: ChecklistBoardRow, *, board: ChecklistBoard) -> dict[str
 
 def board_has_phaseless_rows(challenge: Challenge) -> bool:
     """Whether entries made before the challenge had phases are on a board of their own."""
-    return ChecklistBoardRow.objects.filter(challenge=challenge, phase__isnull=True).exists()
+    return ChecklistBoardRow.objects.on_phase(None).filter(challenge=challenge).exists()

@@ -364,11 +364,7 @@ def audit_board_agreement(
 ) -> dict[str, Any]:
     """The board judge's agreement on the board's runs (the runs behind its rows). ``rows``:
     the board's number of rows, when the caller has counted them (all of them)."""
-    board = AuditBoardRow.objects.filter(
-        Q(phase_id=phase_id) if phase_id is not None else Q(phase__isnull=True),
-        release_id=release_id,
-        judge=judge,
-    )
+    board = AuditBoardRow.objects.on_phase(phase_id).filter(release_id=release_id, judge=judge)
 
     def compute() -> dict[str, Any]:
         run_ids: set[int] = set()
@@ -386,10 +382,8 @@ def probe_board_agreement(
 ) -> dict[str, Any]:
     """The agreement of the refusal signal of a probe board's runs with curated verdicts.
     ``rows``: the board's number of rows, when the caller has counted them (all of them)."""
-    board = ProbeBoardRow.objects.filter(
-        Q(phase_id=phase_id) if phase_id is not None else Q(phase__isnull=True),
-        suite_id=suite_id,
-        suite_version=suite_version,
+    board = ProbeBoardRow.objects.on_phase(phase_id).filter(
+        suite_id=suite_id, suite_version=suite_version
     )
 
     def compute() -> dict[str, Any]:

@@ -183,7 +183,7 @@ def probe_board_rows(
     board, until revealed, shows staff every row, a signed-in participant their own rows
     only, and anybody else none.
     """
-    qs = ProbeBoardRow.objects.filter(phase=phase)
+    qs = ProbeBoardRow.objects.on_phase(phase)
     if suite_id is not None:
         qs = qs.filter(suite_id=suite_id)
     if suite_name is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from django.db.models import Case, Count, F, Q, QuerySet, TextField, Value, When
 from django.db.models.functions import Coalesce
 
@@ -110,12 +111,19 @@ def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
     # scanner and phase tables rather than joins: a run list's COUNT(*) then reads one table
     # (with joins it grew from 65 to 190 ms between 3,000 and 30,000 runs).
     team_entries = ChecklistSubmission.objects.filter(team_id__in=_team_ids(user)).values("pk")
-    # "No checklist submission" as COALESCE(id, 0) = 0 (ids start at 1), not IS NULL: SQLite
+    # "No checklist submission" as COALESCE(id, 0) = 0 (ids start at 1) on SQLite, which
     # would otherwise read the 200,000 non-checklist runs of 300,000 by that column's index
     # and sort them, instead of walking the (created_at, id) index until a page is full.
-    qs = qs.alias(checklist_entry=Coalesce("checklist_submission_id", 0)).filter(
-        Q(checklist_entry=0) | Q(checklist_submission_id__in=team_entries)
-    )
+    # PostgreSQL estimates IS NULL from its statistics but guesses 0.5% of the runs for the
+    # COALESCE, and then sorted all 200,000 on disk to count them per status (100 ms, 58).
+    if connection.vendor == "postgresql":
+        qs = qs.filter(
+            Q(checklist_submission_id__isnull=True) | Q(checklist_submission_id__in=team_entries)
+        )
+    else:
+        qs = qs.alias(checklist_entry=Coalesce("checklist_submission_id", 0)).filter(
+            Q(checklist_entry=0) | Q(checklist_submission_id__in=team_entries)
+        )
     hidden = Q(
         phase_id__in=Phase.objects.filter(is_hidden=True, revealed_at__isnull=True).values("pk")
     )

@@ -167,7 +167,7 @@ def audit_board_refresh(
     by_scanner: dict[int, list[AuditRepoResult]] = defaultdict(list)
     for result in board_repo_results(release=release, judge=judge, phase=phase):
         by_scanner[result.scanner_id].append(result)
-    board = AuditBoardRow.objects.filter(release=release, judge=judge, phase=phase)
+    board = AuditBoardRow.objects.on_phase(phase).filter(release=release, judge=judge)
     previous = {row.scanner_id: row for row in board}
     methods = _methods(by_scanner, board_chosen_runs(release=release, judge=judge, phase=phase))
     names = dict(Scanner.objects.filter(pk__in=by_scanner).values_list("pk", "name"))
@@ -210,7 +210,7 @@ def audit_board_update(
     board one after the other; readers never wait for it.
     """
     DatasetRelease.objects.select_for_update().filter(pk=release.pk).first()
-    board = AuditBoardRow.objects.filter(release=release, judge=judge, phase=phase)
+    board = AuditBoardRow.objects.on_phase(phase).filter(release=release, judge=judge)
     repos_total = len(release_repo_ids(release))
     stored_total = board.order_by().values_list("repos_total", flat=True).first()
     if stored_total is not None and stored_total != repos_total:

@@ -162,7 +162,7 @@ def checklist_board_refresh(*, challenge: Challenge, phase: Phase | None) -> int
     """
     Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
     entries = board_entries(challenge=challenge, phase=phase)
-    ChecklistBoardRow.objects.filter(challenge=challenge, phase=phase).delete()
+    ChecklistBoardRow.objects.on_phase(phase).filter(challenge=challenge).delete()
     rows = [_row(challenge, phase, e) for e in entries]
     ties_all(CHECKLIST_SHAPE, rows)
     ChecklistBoardRow.objects.bulk_create(rows, batch_size=500)
@@ -197,7 +197,7 @@ def checklist_board_update(*, challenge: Challenge, phase: Phase | None, team_id
     """
     Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
     entries = board_entries(challenge=challenge, phase=phase, team_id=team_id)
-    board = ChecklistBoardRow.objects.filter(challenge=challenge, phase=phase)
+    board = ChecklistBoardRow.objects.on_phase(phase).filter(challenge=challenge)
     previous = board.filter(team_id=team_id).first()
     if entries:
         row = _row(challenge, phase, entries[0])

@@ -188,7 +188,7 @@ def probe_board_refresh(
         by_version: dict[str, list[ProbeRunReport]] = {}
         for (version, _model), report in _entries(reports).items():
             by_version.setdefault(version, []).append(report)
-        stale = ProbeBoardRow.objects.filter(suite=suite, phase=board_phase)
+        stale = ProbeBoardRow.objects.on_phase(board_phase).filter(suite=suite)
         if suite_version is not None:
             stale = stale.filter(suite_version=suite_version)
         stale.delete()
@@ -219,7 +219,7 @@ def probe_board_update(
         if (r.version or "") == suite_version  # type: ignore[attr-defined]
     ]
     entry = _entries(reports).get((suite_version, model_name))
-    board = ProbeBoardRow.objects.filter(suite=suite, suite_version=suite_version, phase=phase)
+    board = ProbeBoardRow.objects.on_phase(phase).filter(suite=suite, suite_version=suite_version)
     previous = board.filter(model_name=model_name).first()
     if entry is not None:
         (row,) = _rows(suite, suite_version, phase, [entry])

@@ -138,9 +138,15 @@ def test_the_largest_pages_carry_the_whole_boards_marks(
     params = {"page_size": 500, **({"ordering": ordering} if ordering else {})}
     with CaptureQueriesContext(connection) as queries:
         first = page(api, **params)
-    counts = [q["sql"] for q in queries.captured_queries if "SELECT (SELECT COUNT(*)" in q["sql"]]
-    # More counts than one statement takes, or none when the board is read whole.
-    assert len(counts) >= 2 if counted else counts == []
+    counts = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT (SELECT") and "COUNT(*)" in q["sql"]
+    ]
+    # More counts than one statement takes (SQLite), or one statement of VALUES lists
+    # (PostgreSQL); none when the board is read whole.
+    least = 2 if connection.vendor == "sqlite" else 1
+    assert len(counts) >= least if counted else counts == []
     rows = first["results"] + page(api, page=2, **params)["results"]
     assert len(rows) == len(whole) == 700
     for row in rows:
