@@ -506,15 +506,11 @@ class AuditBoardRow(models.Model):
             "id",
         ]
         constraints = [
+            # One row per scanner and board; also the index a run's end finds its row by
+            # (a partial index on `phase IS NULL` is no use to a `phase_key = 0` filter).
             models.UniqueConstraint(
-                fields=["release", "judge", "scanner"],
-                condition=models.Q(phase__isnull=True),
+                fields=["release", "judge", "phase_key", "scanner"],
                 name="uniq_audit_board_row",
-            ),
-            models.UniqueConstraint(
-                fields=["release", "judge", "phase", "scanner"],
-                condition=models.Q(phase__isnull=False),
-                name="uniq_audit_phase_board_row",
             ),
         ]
         indexes = [

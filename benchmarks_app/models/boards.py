@@ -105,15 +105,10 @@ class ProbeBoardRow(BoardRowFields):
             "id",
         ]
         constraints = [
+            # One row per model and board; also the index a run's end finds its row by.
             models.UniqueConstraint(
-                fields=["suite", "suite_version", "model_name"],
-                condition=models.Q(phase__isnull=True),
+                fields=["suite", "suite_version", "phase_key", "model_name"],
                 name="uniq_probe_board_row",
-            ),
-            models.UniqueConstraint(
-                fields=["suite", "suite_version", "phase", "model_name"],
-                condition=models.Q(phase__isnull=False),
-                name="uniq_probe_phase_board_row",
             ),
         ]
         indexes = [
@@ -190,15 +185,9 @@ class ChecklistBoardRow(BoardRowFields):
             "id",
         ]
         constraints = [
+            # One row per team and board; also the index a run's end finds its row by.
             models.UniqueConstraint(
-                fields=["challenge", "team"],
-                condition=models.Q(phase__isnull=True),
-                name="uniq_checklist_board_row",
-            ),
-            models.UniqueConstraint(
-                fields=["challenge", "phase", "team"],
-                condition=models.Q(phase__isnull=False),
-                name="uniq_checklist_phase_board_row",
+                fields=["challenge", "phase_key", "team"], name="uniq_checklist_board_row"
             ),
         ]
         indexes = [

@@ -130,16 +130,16 @@ def _report_board(scanner: Scanner, board: Board, judge_given: bool) -> Board:
     """The board to report on: the official judge's, unless the scanner is only on another."""
     if (
         judge_given
-        or AuditBoardRow.objects.filter(
-            release=board.release, judge=board.judge, phase__isnull=True, scanner=scanner
-        ).exists()
+        or AuditBoardRow.objects.on_phase(None)
+        .filter(release=board.release, judge=board.judge, scanner=scanner)
+        .exists()
     ):
         return board
     judges = sorted(
         set(
-            AuditBoardRow.objects.filter(
-                release=board.release, phase__isnull=True, scanner=scanner
-            ).values_list("judge", flat=True)
+            AuditBoardRow.objects.on_phase(None)
+            .filter(release=board.release, scanner=scanner)
+            .values_list("judge", flat=True)
         )
     )
     if len(judges) == 1:
@@ -180,9 +180,11 @@ def audit_report(
         report = build_report(scanner=scanner.name, run=None, repo_rows=[])
         return {**report, "release": None, "judge": None, "scan_versions": {}}
     board = _report_board(scanner, board, judge_given=bool(judge))
-    row = AuditBoardRow.objects.filter(
-        release=board.release, judge=board.judge, phase__isnull=True, scanner=scanner
-    ).first()
+    row = (
+        AuditBoardRow.objects.on_phase(None)
+        .filter(release=board.release, judge=board.judge, scanner=scanner)
+        .first()
+    )
     rows = (
         list(
             AuditRepoResult.objects.filter(pk__in=row.repo_result_ids).select_related(

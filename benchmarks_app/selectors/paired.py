@@ -97,7 +97,7 @@ SHAPES = {"audit": AUDIT_SHAPE, "probes": PROBE_SHAPE, "checklist": CHECKLIST_SH
 def board_queryset(key: BoardKey) -> QuerySet[Any]:
     """Every stored row of the board ``key`` names (unordered)."""
     model = SPECS[key.kind].model
-    rows = model.objects.filter(phase_id=key.phase_id)  # type: ignore[attr-defined]
+    rows = model.objects.on_phase(key.phase_id)  # type: ignore[attr-defined]
     if key.kind == "audit":
         return rows.filter(release_id=key.scope, judge=key.label)
     if key.kind == "probes":

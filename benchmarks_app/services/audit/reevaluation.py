@@ -69,9 +69,9 @@ def audit_release_evaluate_entries(
     chosen = judge or official_judge(release.dataset, release_judges(release))
     outcome = ReleaseEvaluation(release=release, judge=chosen)
     on_board = set(
-        AuditBoardRow.objects.filter(
-            release=release, judge=chosen, phase__isnull=True, is_complete=True
-        ).values_list("scanner_id", flat=True)
+        AuditBoardRow.objects.on_phase(None)
+        .filter(release=release, judge=chosen, is_complete=True)
+        .values_list("scanner_id", flat=True)
     )
     in_progress = {
         run.scanner_id

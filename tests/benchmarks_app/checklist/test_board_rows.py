@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from benchmarks_app.models import ChecklistScore, ChecklistSubmission, EvaluationRun
 from benchmarks_app.models.boards import ChecklistBoardRow
-from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, attach_marks
+from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, attach_marks, own_order
 from benchmarks_app.selectors.checklist import checklist_leaderboard
 from benchmarks_app.services.checklist import (
     checklist_board_refresh,
@@ -50,7 +50,12 @@ def test_one_row_per_team_best_entry_ranked_like_before() -> None:
     assert checklist_board_refresh(challenge=challenge, phase=None) == 3
     rows = attach_marks(
         CHECKLIST_SHAPE,
-        list(ChecklistBoardRow.objects.filter(challenge=challenge).order_by("sort_a", "sort_b")),
+        # The board's whole order: gamma and alpha share S and C_G (the earlier entry first).
+        list(
+            ChecklistBoardRow.objects.filter(challenge=challenge).order_by(
+                *own_order(CHECKLIST_SHAPE)
+            )
+        ),
     )
     assert [(r.team.name, r.position, r.rank) for r in rows] == [
         ("beta", 1, 1),
