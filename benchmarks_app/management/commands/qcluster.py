@@ -122,6 +122,19 @@ class Sweeper(threading.Thread):
                 connections.close_all()
 
 
+def stop_cluster(cluster: Cluster) -> bool:
+    """Ask ``cluster``'s sentinel to stop and wait for it; False when there is none to stop.
+
+    A SIGTERM can arrive while ``cluster.start()`` has not made its sentinel yet (a demo
+    stopped as it starts): django-q2's ``Cluster.stop`` then fails on ``None``, and the
+    process would print a traceback on its way out instead of one line.
+    """
+    sentinel = cluster.sentinel
+    if sentinel is None or not sentinel.is_alive():
+        return False
+    return bool(cluster.stop())
+
+
 class Command(QClusterCommand):
     help = "Starts a django-q2 cluster that stops within seconds on SIGTERM or SIGINT."
 
@@ -156,7 +169,7 @@ class Command(QClusterCommand):
                 signal.Signals(signum).name,
                 grace,
             )
-            stopper = threading.Thread(target=cluster.stop, daemon=True)
+            stopper = threading.Thread(target=stop_cluster, args=(cluster,), daemon=True)
             stopper.start()
             stopper.join(grace)
             leftovers = _descendants(os.getpid())

@@ -268,3 +268,19 @@ def test_the_sweeper_runs_while_every_worker_slot_is_busy(tmp_path: Path, monkey
     assert dead.returncode == 1 and "not alive" in dead.stderr
     run.refresh_from_db()
     assert run.status in (RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.FAILED)
+
+
+@pytest.mark.django_db
+def test_a_stop_before_the_sentinel_exists_is_a_quiet_no_op() -> None:
+    """A SIGTERM between the handler's installation and ``cluster.start()`` (``make demo``
+    stopped as it starts) found no sentinel: django-q2's ``Cluster.stop`` raised on ``None``
+    and the cluster printed a traceback on its way out."""
+    from django_q.cluster import Cluster
+
+    from benchmarks_app.management.commands.qcluster import stop_cluster
+
+    cluster = Cluster()
+    assert cluster.sentinel is None
+    with pytest.raises(AttributeError):
+        cluster.stop()  # what the handler called before
+    assert stop_cluster(cluster) is False
