@@ -153,6 +153,10 @@ class Command(QClusterCommand):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         grace = float(os.environ.get("Q_STOP_GRACE_S", "5"))
         stats_apart()
+        # Cluster() installs django-q2's own handlers, which fail on a sentinel not made yet:
+        # a signal in that window waits until this command's handlers are in place.
+        stop_signals = {signal.SIGTERM, signal.SIGINT}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
         cluster = Cluster()
         stopping = threading.Event()
         exit_code = {"value": 0}
@@ -182,6 +186,7 @@ class Command(QClusterCommand):
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals)
         cluster.start()
         if options.get("run_once", False):
             stop(signal.SIGTERM, None)
