@@ -169,7 +169,13 @@ class BoardTable(SortableTable):
         number = min(_page_number(request.GET.get(f"{self.prefix}page", "")), pages)
         offset = (number - 1) * page_size
         self.rows = self._rows(
-            page_slice(self.queryset, offset, offset + page_size, fields=self.value_fields),
+            page_slice(
+                self.queryset,
+                offset,
+                offset + page_size,
+                fields=self.value_fields,
+                total=self.total,
+            ),
             offset=offset,
         )
         self.pager = Pager(

@@ -44,3 +44,55 @@ def test_pages_by_key_equal_sliced_pages() -> None:
         names = [r.scanner.name for r in page_slice(rows.order_by(*own), 30, 40)]
     assert len(queries.captured_queries) == 2
     assert names == [r.scanner.name for r in rows.order_by(*own)[30:40]]
+
+
+def _keys_sql(queries: CaptureQueriesContext) -> str:
+    return next(q["sql"] for q in queries.captured_queries if 'AS "pk"' in q["sql"])
+
+
+def test_a_page_past_the_middle_is_read_from_the_far_end_and_holds_the_same_rows() -> None:
+    """With the count given, a deep page is read in the reversed order (missing values too):
+    the database steps over the rows after the page, and the page is the same."""
+    seed_leaderboards(37)
+    # Missing values, which sort last both ways, so first in the reversed order.
+    some = list(AuditBoardRow.objects.order_by("pk").values_list("pk", flat=True)[::5])
+    AuditBoardRow.objects.filter(pk__in=some).update(f1=None)
+    rows = AuditBoardRow.objects.select_related("scanner")
+    own = own_order(AUDIT_SHAPE)
+    orderings = [
+        board_order_by([], {}, own),
+        board_order_by([("tp", True)], {"tp": JsonNumber("tp")}, own),
+        board_order_by([("f1", False)], {"f1": "f1"}, own),
+        board_order_by([("f1", True)], {"f1": "f1"}, own),
+        board_order_by([("rank_low", False)], {"rank_low": Reversed("span_high")}, own),
+        board_order_by([("rank", True)], {"rank": Ordered(tuple(own[:-1]), fixed=1)}, own),
+    ]
+    for order in orderings:
+        for qs in (rows, rows.filter(sort_group=0), rows.values("pk", "sort_a")):
+            ordered = qs.order_by(*order)
+            expected = list(ordered)
+            total = len(expected)
+            for start in range(0, total, 7):
+                page = page_slice(ordered, start, start + 10, total=total)
+                assert page == expected[start : start + 10], (order, start)
+    ordered = rows.order_by(*own)
+    total = ordered.count()
+    with CaptureQueriesContext(connection) as queries:
+        last = page_slice(ordered, total - 10, total, total=total)
+    assert last == list(ordered)[-10:]
+    # The keys query starts at the far end: no offset to step over.
+    assert "OFFSET" not in _keys_sql(queries).upper() or " OFFSET 0" in _keys_sql(queries)
+    with CaptureQueriesContext(connection) as queries:
+        page_slice(ordered, 10, 20, total=total)
+    assert f"OFFSET {10}" in _keys_sql(queries)
+
+
+def test_an_order_that_does_not_end_with_the_key_is_read_from_the_start() -> None:
+    """Its reverse is not its rows last first (ties keep the database's order): the far end
+    is not used, whatever the count."""
+    seed_leaderboards(37)
+    ordered = AuditBoardRow.objects.order_by("sort_group")
+    total = ordered.count()
+    with CaptureQueriesContext(connection) as queries:
+        page_slice(ordered, total - 10, total, total=total)
+    assert f"OFFSET {total - 10}" in _keys_sql(queries)
