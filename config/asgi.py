@@ -7,3 +7,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 application = get_asgi_application()
+
+from config.startup import freeze_after_start_up  # noqa: E402 - needs the apps loaded
+
+freeze_after_start_up()

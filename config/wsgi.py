@@ -7,3 +7,7 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 application = get_wsgi_application()
+
+from config.startup import freeze_after_start_up  # noqa: E402 - needs the apps loaded
+
+freeze_after_start_up()

@@ -1,0 +1,38 @@
+"""A web process built from config.wsgi / config.asgi has its views loaded and its start-up
+objects frozen out of the cyclic collector's full passes before the first request."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import gc, sys
+import {module}
+print(gc.get_freeze_count(), "benchmarks_app.views.audit" in sys.modules,
+      "benchmarks_app.api.checklist_board" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("module", ["config.wsgi", "config.asgi"])
+def test_the_application_module_loads_the_views_and_freezes_start_up(module: str) -> None:
+    env = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(module=module)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    frozen, views, api = done.stdout.split()
+    assert views == "True" and api == "True"
+    # Django, DRF and the project's modules: well over ten thousand objects.
+    assert int(frozen) > 10_000
