@@ -174,6 +174,7 @@ class ChecklistLeaderboardView(BoardRowListView):
             self.shape,
             [found[pk] for pk in page if pk in found],
             first_position=self.first_position(),
+            board_size=self.board_size(),
         )
         rows = [self.row(found[pk]) for pk in page if pk in found]
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)

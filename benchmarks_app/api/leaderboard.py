@@ -214,10 +214,22 @@ class BoardRowListView(generics.ListAPIView):
             return None
         return int(page.start_index())
 
+    def board_size(self) -> int | None:
+        """The number of the board's rows where :meth:`first_position` holds: the pager
+        counted the whole board (a deep page then counts its marks from the board's end)."""
+        if self.first_position() is None:
+            return None
+        return int(self.paginator.page.paginator.count)  # type: ignore[union-attr]
+
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         assert page is not None  # a pagination class is always set
-        marked = attach_marks(self.shape, list(page), first_position=self.first_position())
+        marked = attach_marks(
+            self.shape,
+            list(page),
+            first_position=self.first_position(),
+            board_size=self.board_size(),
+        )
         rows = [self.row(obj) for obj in marked]
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)
 

@@ -289,6 +289,7 @@ class ProbeLeaderboardView(BoardRowListView):
             PROBE_SHAPE,
             [found[pk] for pk in ids if pk in found],
             first_position=self.first_position(),
+            board_size=self.board_size(),
         )
         rows = [self.row(values) for values in stored]
         return self.get_paginated_response(self.get_serializer(rows, many=True).data)

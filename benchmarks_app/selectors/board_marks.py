@@ -336,7 +336,7 @@ class _Counts:
                         f"{columns[shared]} < {high_at[shared]}",
                     ]
                 )
-                start = shared + 1
+                start = shared
             for j in range(start, width):
                 pieces.append(
                     [
@@ -377,6 +377,17 @@ class _Counts:
                 f"(SELECT COUNT(*) FROM {self.table} WHERE {self.base} AND {same} AND {rest})",
                 [*self.base_params, *key[:equal], *values],
             )
+
+    def ask_nulls(self, request: str, name: str) -> None:
+        """Ask for the board's rows without a ``name`` (by the name ``request``, at ``()``):
+        a range at one end of the column's index."""
+        self.requests[request] = [()]
+        self.plain.add(request)
+        self._select(
+            f"(SELECT COUNT(*) FROM {self.table} WHERE {self.base} "
+            f"AND {_column(self.shape, name)} IS NULL)",
+            self.base_params,
+        )
 
     def take(self) -> dict[str, dict[tuple[Any, ...], int]]:
         """Every request's counts by threshold (one statement per COUNTS_PER_STATEMENT)."""
@@ -428,8 +439,28 @@ def _counted(
     board: Mapping[str, Any],
     rows: list[_Row],
     first_position: int | None = None,
+    board_size: int | None = None,
 ) -> dict[int, Marks]:
     counts = _Counts(shape, board)
+    # A page in the lower half of its board's order (its size known: the pager counted it):
+    # its spans and values sit low, so the rows above a threshold are most of the board. They
+    # are counted as the board less the rows without a value (a range at one end of the
+    # index) and the rows at or below it (a short range), instead of a pass over the rest.
+    from_end = (
+        board_size is not None
+        and first_position is not None
+        and 2 * (first_position - 1) >= board_size
+    )
+    complemented: set[str] = set()
+
+    def ask_above(request: str, name: str, op: str, thresholds: list[tuple[Any, ...]]) -> None:
+        if not from_end or not thresholds:
+            counts.ask(request, [name], op, thresholds)
+            return
+        counts.ask(request, [name], _COMPLEMENT[op], thresholds)
+        counts.ask_nulls(f"{request}:null", name)
+        complemented.add(request)
+
     ranked = [r for r in rows if r.ranked]
     loose = [r for r in ranked if not r.exact]
     known: dict[tuple[Any, ...], int] | None = None
@@ -449,8 +480,8 @@ def _counted(
         # their first row only: the others follow from the row above.
         asked = in_order[:1] if consecutive else ranked
         counts.ask_equal("tied", shape.order, shape.shared, [r.key for r in asked])
-    counts.ask("above", ["span_low"], ">", [(r.high,) for r in loose])
-    counts.ask("reach", ["span_high"], ">=", [(r.low,) for r in loose])
+    ask_above("above", "span_low", ">", [(r.high,) for r in loose])
+    ask_above("reach", "span_high", ">=", [(r.low,) for r in loose])
     if shape.value is not None:
         # Against a row whose value is exact, values are compared, not spans.
         true = "TRUE" if connection.vendor == "postgresql" else "1"
@@ -459,9 +490,13 @@ def _counted(
         points = [(r.value,) for r in ranked if r.exact]
         counts.ask("exact_above", [shape.value], ">", values, where=exact)
         counts.ask("exact_reach", [shape.value], ">=", values, where=exact)
-        counts.ask("all_above", [shape.value], ">", points)
-        counts.ask("all_reach", [shape.value], ">=", points)
+        ask_above("all_above", shape.value, ">", points)
+        ask_above("all_reach", shape.value, ">=", points)
     taken = counts.take()
+    for request in complemented:
+        assert board_size is not None
+        valued = board_size - taken[f"{request}:null"][()]
+        taken[request] = {t: valued - n for t, n in taken[request].items()}
     before = known if known is not None else taken["before"]
     above, reach = taken["above"], taken["reach"]
 
@@ -474,7 +509,7 @@ def _counted(
             if above_row is None:
                 tied[r.pk] = taken["tied"][r.key]
             elif above_row.key[: shape.shared] == r.key[: shape.shared]:
-                tied[r.pk] = tied[above_row.pk] + 1
+                tied[r.pk] = tied[above_row.pk]
             else:
                 tied[r.pk] = 0
             above_row = r
@@ -563,12 +598,15 @@ def board_marks(
     *,
     rows: Sequence[Any] = (),
     first_position: int | None = None,
+    board_size: int | None = None,
 ) -> dict[int, Marks]:
     """The marks of the rows ``pks`` of ``board`` (every row: None), by row id. ``rows``: the
     stored rows of ``pks`` where the caller has them (their columns are then not read again).
     ``first_position``: the place of the first of ``pks`` when they are consecutive rows of
     the board in its own order (a page read in that order from the board's start), so that
-    places are not counted."""
+    places are not counted. ``board_size``: with ``first_position``, the number of the
+    board's rows, all of them (a pager's count of the whole board): a page in the board's
+    lower half then counts the rows above its thresholds from the board's far end."""
     wanted = None if pks is None else set(pks)
     if wanted is not None and len(wanted) > IN_MEMORY_CHECK_ABOVE:
         # Many rows of a small board: reading the whole board is cheaper than counting
@@ -582,7 +620,9 @@ def board_marks(
         light = [_loaded(shape, row) for row in rows]
         if len(light) != len(wanted) or any(r is None for r in light):
             light = list(_light_rows(shape, board, wanted))
-        return _counted(shape, board, [r for r in light if r is not None], first_position)
+        return _counted(
+            shape, board, [r for r in light if r is not None], first_position, board_size
+        )
     return _in_memory(_light_rows(shape, board, None), wanted, shape.shared)
 
 
@@ -621,20 +661,26 @@ def _set_marks(row: Any, marks: Marks | None) -> None:
 
 
 def attach_marks(
-    shape: BoardShape, rows: Sequence[Any], *, first_position: int | None = None
+    shape: BoardShape,
+    rows: Sequence[Any],
+    *,
+    first_position: int | None = None,
+    board_size: int | None = None,
 ) -> list[Any]:
     """Set ``position``, ``rank``, ``rank_low`` and ``rank_high`` on stored board rows (model
     instances, or ``values()`` dicts with ``pk`` or ``id`` and the board's columns), board by
     board; returns ``rows``. ``first_position``: the place of the first row when ``rows``
     are consecutive rows of one board in its own order, read from its start (a page of the
     whole board, or of its leading ``sort_group``, in the board's order): places are then
-    not counted (see :func:`board_marks`)."""
+    not counted. ``board_size``: the number of rows of that board, all of them, where the
+    caller counted them (see :func:`board_marks`; never the count of a leading group)."""
     boards: dict[tuple[Any, ...], list[Any]] = {}
     for row in rows:
         key = tuple(_get(shape, row, name) for name in shape.board)
         boards.setdefault(key, []).append(row)
     if len(boards) > 1:
         first_position = None  # several boards: each counts its own places
+        board_size = None
     for key, members in boards.items():
         marks = board_marks(
             shape,
@@ -642,6 +688,7 @@ def attach_marks(
             map(_pk, members),
             rows=members,
             first_position=first_position,
+            board_size=board_size,
         )
         for row in members:
             _set_marks(row, marks.get(_pk(row)))

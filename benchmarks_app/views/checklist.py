@@ -241,6 +241,7 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
         shape=CHECKLIST_SHAPE,
         # The whole board (not a hidden one's own row): places follow from a page's offset.
         places_from_offset=board.full,
+        whole_board=board.full,
         filename=f"checklist-{challenge.slug}{phase_part}-leaderboard"
         if challenge
         else "checklist-leaderboard",

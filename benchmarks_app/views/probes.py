@@ -251,6 +251,7 @@ def leaderboard(request: HttpRequest) -> HttpResponseBase:
                 fields=(*ROW_COLUMNS, *light_fields(PROBE_SHAPE)),
                 # A board the viewer sees whole: a page's places follow from its offset.
                 places_from_offset=whole,
+                whole_board=whole,
                 # Each board sorts, pages and downloads on its own: ?<board>-sort=, -page=.
                 prefix=slug,
                 filename=f"probes-{slug}-leaderboard",

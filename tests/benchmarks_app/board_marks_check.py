@@ -16,7 +16,8 @@ from benchmarks_app.selectors.board_marks import (
 def read_marks(shape: BoardShape, board: dict[str, Any]) -> dict[int, Marks]:
     """Every row's marks, computed in memory from the whole board and counted on its indexes
     (row by row, every other row, all rows at once, and pages of the board's order whose
-    places are taken from their offsets): the ways must agree."""
+    places are taken from their offsets, with and without the board's size): the ways must
+    agree."""
     whole = board_marks(shape, board)
     pks = sorted(whole)
     assert len(pks) <= COUNTED_ROWS_MAX
@@ -36,4 +37,9 @@ def read_marks(shape: BoardShape, board: dict[str, Any]) -> dict[int, Marks]:
             # Given in reverse: the page's order comes from its rows' keys, not the argument's.
             found = board_marks(shape, board, page[::-1], first_position=start + 1)
             assert found == {pk: whole[pk] for pk in page}
+            # With the board's size: pages in its lower half count from its end.
+            sized = board_marks(
+                shape, board, page, first_position=start + 1, board_size=len(in_order)
+            )
+            assert sized == {pk: whole[pk] for pk in page}
     return whole
