@@ -336,7 +336,7 @@ class _Counts:
                         f"{columns[shared]} < {high_at[shared]}",
                     ]
                 )
-                start = shared
+                start = shared + 1
             for j in range(start, width):
                 pieces.append(
                     [
