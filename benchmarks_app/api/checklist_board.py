@@ -21,7 +21,7 @@ from benchmarks_app.api.leaderboard import (
     ordering_terms,
     paired_mark_fields,
 )
-from benchmarks_app.api.pagination import BoardPagination
+from benchmarks_app.api.pagination import BoardKeysPagination
 from benchmarks_app.models import SubmissionKind
 from benchmarks_app.models.boards import ChecklistBoardRow
 from benchmarks_app.selectors.board_marks import CHECKLIST_SHAPE, attach_marks
@@ -104,9 +104,9 @@ class ChecklistLeaderboardView(BoardRowListView):
     """
 
     serializer_class = ChecklistLeaderboardRowSerializer
-    # list() below pages the rows' ids (then reads the page's rows with their team); by
-    # keys first, so that a page past the middle is read from the board's far end.
-    pagination_class = BoardPagination
+    # list() below pages the rows' ids (then reads the page's rows with their team); a page
+    # past the middle is read from the board's far end.
+    pagination_class = BoardKeysPagination
     ordering_columns = ORDERING_COLUMNS
     shape = CHECKLIST_SHAPE
     board: ChecklistBoard | None = None

@@ -9,7 +9,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
 from benchmarks_app.formatting import whole_number
-from benchmarks_app.selectors.board_ordering import KeysFirstPaginator
+from benchmarks_app.selectors.board_ordering import KeysFirstPaginator, KeysPaginator
 
 
 class StandardPagination(PageNumberPagination):
@@ -66,3 +66,10 @@ class KeysFirstPagination(StandardPagination):
 
 class BoardPagination(KeysFirstPagination):
     """The boards' pages: any page of 100,000 rows costs about what the first does."""
+
+
+class BoardKeysPagination(StandardPagination):
+    """A board's pages as lists of row keys (:class:`KeysPaginator`), for a view that reads
+    the page's rows itself: past the middle, read from the board's far end."""
+
+    django_paginator_class = KeysPaginator

@@ -509,7 +509,7 @@ def _counted(
             if above_row is None:
                 tied[r.pk] = taken["tied"][r.key]
             elif above_row.key[: shape.shared] == r.key[: shape.shared]:
-                tied[r.pk] = tied[above_row.pk]
+                tied[r.pk] = tied[above_row.pk] + 1
             else:
                 tied[r.pk] = 0
             above_row = r

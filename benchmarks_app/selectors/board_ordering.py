@@ -117,7 +117,7 @@ def page_slice(
     included), so that the database steps over the rows after the page instead of the rows
     before it (the last page of a 100,000-row board stepped over 99,900 index entries).
     """
-    keys = _page_keys(queryset, start, stop, total)
+    keys = page_keys(queryset, start, stop, total)
     if not keys:
         return []
     rows = queryset.all()
@@ -144,7 +144,9 @@ def _ends_with_key(queryset: QuerySet[Any]) -> bool:
     return False
 
 
-def _page_keys(queryset: QuerySet[Any], start: int, stop: int, total: int | None) -> list[Any]:
+def page_keys(queryset: QuerySet[Any], start: int, stop: int, total: int | None) -> list[Any]:
+    """The keys of rows ``start:stop`` of an ordered ``queryset``; with its count ``total``,
+    a page past the middle is read from the far end (see :func:`page_slice`)."""
     if total is None or start <= total - stop or not _ends_with_key(queryset):
         return list(queryset.values_list("pk", flat=True)[start:stop])
     stop = min(stop, total)
@@ -169,3 +171,16 @@ class KeysFirstPaginator(Paginator):
         if isinstance(self.object_list, QuerySet):
             return Page(page_slice(self.object_list, bottom, top, total=self.count), number, self)
         return Page(self.object_list[bottom:top], number, self)
+
+
+class KeysPaginator(Paginator):
+    """Pages of the keys of an ordered queryset (a list of ``pk`` per page), read from the far
+    end past the middle: for a caller that reads the page's rows itself."""
+
+    def page(self, number: Any) -> Page:
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        top = bottom + self.per_page
+        if top + self.orphans >= self.count:
+            top = self.count
+        return Page(page_keys(self.object_list, bottom, top, self.count), number, self)
