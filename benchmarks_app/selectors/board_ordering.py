@@ -183,4 +183,5 @@ class KeysPaginator(Paginator):
         top = bottom + self.per_page
         if top + self.orphans >= self.count:
             top = self.count
+        assert isinstance(self.object_list, QuerySet), "pages the keys of a queryset"
         return Page(page_keys(self.object_list, bottom, top, self.count), number, self)
