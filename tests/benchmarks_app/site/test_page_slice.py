@@ -96,3 +96,21 @@ def test_an_order_that_does_not_end_with_the_key_is_read_from_the_start() -> Non
     with CaptureQueriesContext(connection) as queries:
         page_slice(ordered, total - 10, total, total=total)
     assert f"OFFSET {total - 10}" in _keys_sql(queries)
+
+
+def test_a_keys_paginator_gives_every_page_of_keys_in_order() -> None:
+    """The checklist board API's pages of ids: each page holds the keys slicing gives, those
+    past the middle read from the far end."""
+    from benchmarks_app.selectors.board_ordering import KeysPaginator
+
+    seed_leaderboards(37)
+    own = own_order(AUDIT_SHAPE)
+    keys = AuditBoardRow.objects.order_by(*board_order_by([], {}, own)).values_list("pk", flat=True)
+    expected = list(keys)
+    paginator = KeysPaginator(keys, 5)
+    pages = [list(paginator.page(n)) for n in paginator.page_range]
+    assert [pk for page in pages for pk in page] == expected
+    with CaptureQueriesContext(connection) as queries:
+        last = list(paginator.page(paginator.num_pages))
+    assert last == expected[-len(last) :]
+    assert f"OFFSET {len(expected) - len(last)}" not in _keys_sql(queries)
