@@ -168,20 +168,19 @@ class KeysFirstPaginator(Paginator):
         top = bottom + self.per_page
         if top + self.orphans >= self.count:
             top = self.count
+        return Page(self.rows(bottom, top), number, self)
+
+    def rows(self, bottom: int, top: int) -> Any:
+        """What a page holds: rows ``bottom:top`` of the list."""
         if isinstance(self.object_list, QuerySet):
-            return Page(page_slice(self.object_list, bottom, top, total=self.count), number, self)
-        return Page(self.object_list[bottom:top], number, self)
+            return page_slice(self.object_list, bottom, top, total=self.count)
+        return self.object_list[bottom:top]
 
 
-class KeysPaginator(Paginator):
+class KeysPaginator(KeysFirstPaginator):
     """Pages of the keys of an ordered queryset (a list of ``pk`` per page), read from the far
     end past the middle: for a caller that reads the page's rows itself."""
 
-    def page(self, number: Any) -> Page:
-        number = self.validate_number(number)
-        bottom = (number - 1) * self.per_page
-        top = bottom + self.per_page
-        if top + self.orphans >= self.count:
-            top = self.count
+    def rows(self, bottom: int, top: int) -> Any:
         assert isinstance(self.object_list, QuerySet), "pages the keys of a queryset"
-        return Page(page_keys(self.object_list, bottom, top, self.count), number, self)
+        return page_keys(self.object_list, bottom, top, self.count)

@@ -3,6 +3,8 @@ that slicing the ordered queryset gives: any ordering, filter, or ``values()`` s
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -21,18 +23,25 @@ from benchmarks_app.selectors.board_ordering import (
 pytestmark = pytest.mark.django_db
 
 
+def _orderings() -> list[list[Any]]:
+    """The board's own order, and orders by a column (JSON, missing values, reversed spans,
+    several columns), each ending with the board's order and the key."""
+    own = own_order(AUDIT_SHAPE)
+    return [
+        board_order_by([], {}, own),
+        board_order_by([("tp", True)], {"tp": JsonNumber("tp")}, own),
+        board_order_by([("f1", False)], {"f1": "f1"}, own),
+        board_order_by([("f1", True)], {"f1": "f1"}, own),
+        board_order_by([("rank_low", False)], {"rank_low": Reversed("span_high")}, own),
+        board_order_by([("rank", True)], {"rank": Ordered(tuple(own[:-1]), fixed=1)}, own),
+    ]
+
+
 def test_pages_by_key_equal_sliced_pages() -> None:
     seed_leaderboards(37)
     rows = AuditBoardRow.objects.select_related("scanner")
     own = own_order(AUDIT_SHAPE)
-    orderings = [
-        board_order_by([], {}, own),
-        board_order_by([("tp", True)], {"tp": JsonNumber("tp")}, own),
-        board_order_by([("f1", False)], {"f1": "f1"}, own),
-        board_order_by([("rank_low", False)], {"rank_low": Reversed("span_high")}, own),
-        board_order_by([("rank", True)], {"rank": Ordered(tuple(own[:-1]), fixed=1)}, own),
-    ]
-    for order in orderings:
+    for order in _orderings():
         for qs in (rows, rows.filter(sort_group=0), rows.values("pk", "sort_a")):
             ordered = qs.order_by(*order)
             expected = list(ordered)
@@ -59,15 +68,7 @@ def test_a_page_past_the_middle_is_read_from_the_far_end_and_holds_the_same_rows
     AuditBoardRow.objects.filter(pk__in=some).update(f1=None)
     rows = AuditBoardRow.objects.select_related("scanner")
     own = own_order(AUDIT_SHAPE)
-    orderings = [
-        board_order_by([], {}, own),
-        board_order_by([("tp", True)], {"tp": JsonNumber("tp")}, own),
-        board_order_by([("f1", False)], {"f1": "f1"}, own),
-        board_order_by([("f1", True)], {"f1": "f1"}, own),
-        board_order_by([("rank_low", False)], {"rank_low": Reversed("span_high")}, own),
-        board_order_by([("rank", True)], {"rank": Ordered(tuple(own[:-1]), fixed=1)}, own),
-    ]
-    for order in orderings:
+    for order in _orderings():
         for qs in (rows, rows.filter(sort_group=0), rows.values("pk", "sort_a")):
             ordered = qs.order_by(*order)
             expected = list(ordered)
