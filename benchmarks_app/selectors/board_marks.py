@@ -28,6 +28,7 @@ both to a full re-ranking.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -194,13 +195,18 @@ class _Counts:
     of the index between it and the one before, then summed: a request costs at most one
     pass over its index, however many thresholds it has.
 
-    On PostgreSQL the slices of a request are counted by one subquery run once per row of a
-    VALUES list of their bounds: it plans every subquery of a statement against each of the
-    table's indexes, and a page's hundred slices cost 18-32 ms to plan (2-5 ms to run) at
-    100,000 rows. Its index scans (up to 16 at least) stop at a row-value upper bound only
-    when the bound's first column passes, so a slice bounded by a whole order key (leading
-    columns shared by most rows) read the board to its end: such a slice is counted as the
-    index ranges it is made of, each bounded on one column behind equalities.
+    The slices of a request (more than two) are counted by one subquery run once per row of
+    a VALUES list of their bounds: a database plans every subquery of a statement against
+    the table's indexes, and a page's hundred slices cost PostgreSQL 18-32 ms to plan (2-5
+    ms to run) at 100,000 rows; SQLite, whose connections (one a request) keep no prepared
+    statements, 10-18 ms a sorted page (its marks took 11-18 ms more on a new connection
+    than on a kept one; 2-4 ms more now). PostgreSQL's index scans (up to 16 at least) stop
+    at a row-value upper bound only when the bound's first column passes, so a slice bounded
+    by a whole order key (leading columns shared by most rows) read the board to its end:
+    such a slice is counted as the index ranges it is made of, each bounded on one column
+    behind equalities; on SQLite too, which compares every entry of a range bounded by whole
+    row values on all the order's columns (the rows before a sorted page's keys: 16 ms at
+    100,000 rows, 7 as ranges).
     """
 
     def __init__(self, shape: BoardShape, board: Mapping[str, Any]) -> None:
@@ -234,10 +240,10 @@ class _Counts:
         columns = [_column(self.shape, name) for name in names]
         base = f"{self.base} AND {where}" if where else self.base
         self.requests[request] = ordered
-        if connection.vendor == "postgresql" and len(names) > 1 and ordered:
+        if len(names) > 1 and ordered:
             self._ask_ranges(request, names, op, ordered, base)
             return
-        if connection.vendor == "postgresql" and len(ordered) > 2:
+        if len(ordered) > 2:
             self._ask_listed(names, op, ordered, base)
             return
         previous: tuple[Any, ...] | None = None
@@ -255,10 +261,15 @@ class _Counts:
         self, count: str, rows: Sequence[Sequence[Any]], base_uses: int
     ) -> tuple[str, list[Any]]:
         """``count`` (SQL reading the VALUES row as ``v.column2``...) for each of ``rows``
-        (their first value: the order of the array), as one array."""
+        (their first value: the order of the array), as one array (on SQLite, a JSON array
+        of [order, count] pairs, which :meth:`take` sorts)."""
         width = ", ".join(["%s"] * len(rows[0]))
         values = ", ".join([f"({width})"] * len(rows))
-        sql = f"(SELECT array_agg(({count}) ORDER BY v.column1) FROM (VALUES {values}) AS v)"
+        if connection.vendor == "postgresql":
+            gathered = f"array_agg(({count}) ORDER BY v.column1)"
+        else:
+            gathered = f"json_group_array(json_array(v.column1, ({count})))"
+        sql = f"(SELECT {gathered} FROM (VALUES {values}) AS v)"
         return sql, [*self.base_params * base_uses, *(value for row in rows for value in row)]
 
     def _cast(self, names: Sequence[str], first: int) -> list[str]:
@@ -362,7 +373,7 @@ class _Counts:
         columns = [_column(self.shape, name) for name in names]
         self.requests[request] = ordered
         self.plain.add(request)
-        if connection.vendor == "postgresql" and len(ordered) > 2:
+        if len(ordered) > 2:
             given = self._cast(names, 2)
             same = " AND ".join(f"{columns[k]} = {given[k]}" for k in range(equal))
             rest = _row_compare(columns[equal:], "<", given[equal:])
@@ -410,13 +421,13 @@ class _Counts:
             if kind is None:
                 flat.append(result)
             elif isinstance(kind, str):  # "array"
-                flat += result
+                flat += _array(result)
             else:
                 request, slices = kind
                 counts = scattered.setdefault(
                     request, np.zeros(len(self.requests[request]), dtype=np.int64)
                 )
-                counts[slices] += np.asarray(result, dtype=np.int64)
+                counts[slices] += np.asarray(_array(result), dtype=np.int64)
         out, start = {}, 0
         for request, ordered in self.requests.items():
             if request in scattered:
@@ -428,6 +439,13 @@ class _Counts:
                 part = np.cumsum(part)
             out[request] = {t: int(n) for t, n in zip(ordered, part.tolist(), strict=True)}
         return out
+
+
+def _array(result: Any) -> list[int]:
+    """The counts of one listed subquery, in the order of its VALUES rows' first column."""
+    if isinstance(result, str):  # SQLite: a JSON array of [order, count] pairs
+        return [count for _, count in sorted(json.loads(result))]
+    return list(result)
 
 
 def _key(row: _Row) -> tuple[Any, ...]:
