@@ -83,9 +83,10 @@ class BoardTable(SortableTable):
     places from its offset instead of counting them (see
     :func:`~benchmarks_app.selectors.board_marks.attach_marks`). Leave it False where the
     viewer sees only some rows of the board.
-    ``whole_board``: with ``places_from_offset``, the queryset is every row of one board (not
-    its leading group): its count is the board's size, and a page in the board's lower half
-    counts its marks from the board's end.
+    ``whole_board``: with ``places_from_offset``, the queryset is every row of one board, or
+    its leading group followed by ``rows_after`` rows (the audit board's incomplete entries,
+    a table of their own): its count plus those is the board's size, and a page in the
+    board's lower half counts its marks from the board's end.
     ``marks``: False for a table that shows no place or rank (its rows get empty marks
     instead of counted ones).
     ``fields``: read the rows as ``values(*fields)`` dicts (the queryset stays a model one,
@@ -112,6 +113,7 @@ class BoardTable(SortableTable):
         marks: bool = True,
         places_from_offset: bool = False,
         whole_board: bool = False,
+        rows_after: int = 0,
         page_size: int = PAGE_SIZE,
         empty_message: str = "Nothing here yet.",
         caption: str = "",
@@ -137,6 +139,7 @@ class BoardTable(SortableTable):
         # Only in the board's own order: a column's order puts rows of any place on a page.
         self.places_from_offset = places_from_offset and board_order is None
         self.whole_board = whole_board
+        self.rows_after = rows_after
         self.to_row = row
         self.shape = shape
         if board_order is None:
@@ -207,7 +210,7 @@ class BoardTable(SortableTable):
     def _rows(self, stored: Any, *, offset: int) -> list[Any]:
         rows = []
         first = offset + 1 if self.places_from_offset else None
-        size = self.total if first is not None and self.whole_board else None
+        size = self.total + self.rows_after if first is not None and self.whole_board else None
         marked = (
             attach_marks(self.shape, list(stored), first_position=first, board_size=size)
             if self.marks

@@ -235,3 +235,34 @@ def test_the_audit_boards_incomplete_entries_are_paged_25_at_a_time(client) -> N
         following = re.search(r'href="([^"]+)" rel="next"', below)
         url = following.group(1).replace("&amp;", "&") if following else None
     assert seen == incomplete
+
+
+def test_the_audit_boards_lower_pages_count_rank_ranges_from_its_end(client) -> None:
+    """A ranked page in the lower half of the audit board counts its rows' rank ranges from
+    the board's end: the board less its rows without a span, which are the incomplete
+    entries listed below (their count is part of the board's size), less the rows at or
+    below each span. Every page's ranges are the whole board's."""
+    from benchmarks_app.bench.boards_scale import seed_audit
+    from benchmarks_app.formatting import rank_range_text
+
+    seed_audit(600)  # one entry in ten incomplete: ranked rows are 9 in 10 of the board
+    whole = audit_leaderboard()
+    expected = {
+        r["scanner"]: (str(r["rank"]), rank_range_text(r["rank_low"], r["rank_high"]))
+        for r in whole
+        if r["complete"]
+    }
+    assert len(expected) < len(whole)
+    seen: dict[str, tuple[str, str | None]] = {}
+    pages = -(-len(expected) // 100)
+    for number in range(1, pages + 1):
+        with CaptureQueriesContext(connection) as queries:
+            html = client.get(f"/audit/?page={number}").content.decode()
+        parser = _Table("audit-leaderboard-table")
+        parser.feed(html)
+        # rank, scanner, F1+, 95% CI, rank range
+        # The page writes a range with a hyphen (the en dash is the API's text).
+        seen.update({row[1]: (row[0], row[4].replace("-", "\u2013")) for row in parser.rows})
+        from_end = any('"span_low" IS NULL' in q["sql"] for q in queries.captured_queries)
+        assert from_end == (2 * (number - 1) * 100 >= len(whole)), number
+    assert seen == expected
