@@ -62,6 +62,35 @@ def _backfill_boards(sender: AppConfig, **kwargs: Any) -> None:
         boards_rebuild()
 
 
+def _keep_run_counts(sender: AppConfig, **kwargs: Any) -> None:
+    """The run counts' triggers (a migration that rebuilds the run table on SQLite drops them)
+    and their reconcile: fills the counts of runs that predate them, and corrects them after a
+    flush (``services.run_counts``)."""
+    from django.db import connections
+
+    from benchmarks_app.models import RunCount
+    from benchmarks_app.services.run_counts import run_counts_reconcile
+
+    using = kwargs.get("using", "default")
+    if RunCount._meta.db_table not in connections[using].introspection.table_names():
+        return
+    run_counts_reconcile()
+
+
+def _keep_board_sizes(sender: AppConfig, **kwargs: Any) -> None:
+    """The board sizes' triggers and their reconcile, as for the run counts
+    (``services.board_sizes``)."""
+    from django.db import connections
+
+    from benchmarks_app.models import BoardSize
+    from benchmarks_app.services.board_sizes import board_sizes_reconcile
+
+    using = kwargs.get("using", "default")
+    if BoardSize._meta.db_table not in connections[using].introspection.table_names():
+        return
+    board_sizes_reconcile()
+
+
 class BenchmarksAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "benchmarks_app"
@@ -70,9 +99,13 @@ class BenchmarksAppConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks
 
-        from benchmarks_app.checks import check_static_manifest
+        from benchmarks_app.checks import check_connection_budget, check_static_manifest
+        from benchmarks_app.db_pool import fork_guard_install, pooled
 
+        if pooled():
+            fork_guard_install()
         checks.register(check_static_manifest)
+        checks.register(check_connection_budget, checks.Tags.database)
         post_migrate.connect(
             _install_default_probe_rules, sender=self, dispatch_uid="install_default_probe_rules"
         )
@@ -83,6 +116,8 @@ class BenchmarksAppConfig(AppConfig):
             _install_default_judges, sender=self, dispatch_uid="install_default_judges"
         )
         post_migrate.connect(_backfill_boards, sender=self, dispatch_uid="backfill_boards")
+        post_migrate.connect(_keep_run_counts, sender=self, dispatch_uid="keep_run_counts")
+        post_migrate.connect(_keep_board_sizes, sender=self, dispatch_uid="keep_board_sizes")
 
 
 # The admin index groups the one app's models by benchmark, the order a maintainer curates in
@@ -139,7 +174,10 @@ ADMIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "JudgeCacheEntry",
         ),
     ),
-    ("Operations", ("Phase", "NotificationPreference", "Webhook", "WebhookDelivery")),
+    (
+        "Operations",
+        ("Phase", "NotificationPreference", "Webhook", "WebhookDelivery", "WorkerClock"),
+    ),
 )
 
 

@@ -7,7 +7,7 @@ from benchmarks_app.views import accounts, home
 
 urlpatterns = [
     path("", home.home, name="home"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", accounts.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/signup/", accounts.signup, name="signup"),
     path("accounts/signup/sent/", accounts.signup_sent, name="signup_sent"),

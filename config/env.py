@@ -152,7 +152,65 @@ def database(env: Mapping[str, str], base_dir: Path) -> dict[str, Any]:
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
+    elif "postgresql" in config["ENGINE"] and env_bool(env, "DATABASE_POOL", False):
+        config.update(CONN_MAX_AGE=0, OPTIONS={**config.get("OPTIONS", {}), "pool": pool(env)})
     return config
+
+
+def pool_size_default(env: Mapping[str, str]) -> int:
+    """A process's pool size unless ``DATABASE_POOL_SIZE`` says: 4, or fewer where a worker
+    never holds that many (one piece: its thread, its lease keeper and the task's thread)."""
+    pieces = env_int(env, "RUN_PIECES_PER_PROCESS", 16, minimum=1)
+    return min(4, 2 * pieces + 1)
+
+
+def pool(env: Mapping[str, str]) -> dict[str, Any]:
+    """Django's PostgreSQL connection pool (psycopg_pool), one per process: the process never
+    holds more than ``max_size`` connections, however many pieces and threads it runs (they
+    wait for a free one, up to ``DATABASE_POOL_TIMEOUT_S``). None is kept open while idle
+    past a minute, and none opened before it is needed (the cluster's single-threaded
+    processes hold one at most)."""
+    return {
+        "min_size": 0,
+        "max_size": env_int(env, "DATABASE_POOL_SIZE", pool_size_default(env), minimum=2),
+        "max_idle": 60.0,
+        "timeout": float(env_int(env, "DATABASE_POOL_TIMEOUT_S", 30, minimum=1)),
+    }
+
+
+def caches(env: Mapping[str, str]) -> dict[str, Any]:
+    """Django's caches: ``default`` is shared by every process of the site (throttles, mail
+    caps, paper-reader slots must hold across web workers, queue workers and restarts):
+    Redis when REDIS_URL is set, else a table of the database (created by every migrate).
+
+    ``local`` is this process's memory, for what may differ between processes (the OpenAPI
+    schema, rebuilt once per process); ``queue_stats`` is where clusters on the ORM broker
+    publish that they are alive.
+    """
+    prefix = env.get("CACHE_KEY_PREFIX", "evalplatform").strip()
+    redis_url = env.get("REDIS_URL", "").strip()
+    default: dict[str, Any]
+    if redis_url:
+        default = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}
+    else:
+        default = {
+            # Django's database cache with an increment that is one locked statement (its own
+            # reads, adds one and writes back, and resets the expiry: two processes lost counts).
+            "BACKEND": "benchmarks_app.cache_backends.AtomicDatabaseCache",
+            "LOCATION": "evalplatform_cache",
+            # Django culls a third of the table past 300 entries, which would drop live
+            # throttle counts and reader leases with it; expired rows are culled first.
+            "OPTIONS": {"MAX_ENTRIES": env_int(env, "CACHE_MAX_ENTRIES", 100_000, minimum=1000)},
+        }
+    default["KEY_PREFIX"] = prefix
+    return {
+        "default": default,
+        "local": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "queue_stats": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "evalplatform_queue_stats",
+        },
+    }
 
 
 def webhook_cluster_name(env: Mapping[str, str]) -> str:

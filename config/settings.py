@@ -55,6 +55,10 @@ MIDDLEWARE = [
     "simple_history.middleware.HistoryRequestMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # A NUL in the path or a query parameter is a 400 naming it, never a database error.
+    "benchmarks_app.request_checks.InvalidCharactersMiddleware",
+    # A paper read refused for load (all reader slots taken) answers 503/429, not 500.
+    "benchmarks_app.views.busy.PaperReadRefusedMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into the lockout answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -89,12 +93,15 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 
 # Login lockout (django-axes): the login form, the admin login and POST /api/auth/token/.
+# Its counts are rows of the database (the database handler, named here so that it stays so),
+# shared by every process and kept across restarts.
 # After AXES_FAILURE_LIMIT wrong passwords for one username from one IP address, that pair
 # is refused (429) for AXES_COOLOFF_MINUTES; a successful login clears the count.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 AXES_FAILURE_LIMIT = envparse.env_int(ENV, "AXES_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=envparse.env_int(ENV, "AXES_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -167,6 +174,16 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = DEBUG
+# What a public run bundle carries of a participant's inputs, per benchmark, where the run's
+# phase does not say (Phase.bundle_inputs): "shown" (what the public pages show), "all",
+# "after_end" (all once the phase ends) or "never". The run's owner and staff get all of it.
+RUN_BUNDLE_INPUTS = {
+    benchmark: ENV.get(f"RUN_BUNDLE_INPUTS_{benchmark.upper()}", "shown")
+    for benchmark in ("audit", "probes", "checklist")
+}
+# Where an ended run's bundles are kept once built (in the default storage), so that a
+# download reads the file instead of building it again.
+RUN_BUNDLE_STORAGE_PREFIX = "run-bundles"
 
 # Uploads: papers and result files. Larger requests are refused with a clear error.
 UPLOAD_MAX_MB = envparse.env_int(ENV, "UPLOAD_MAX_MB", 20, minimum=1)
@@ -183,15 +200,9 @@ PROBE_RESPONSES_EXTRA_ROWS = envparse.env_int(ENV, "PROBE_RESPONSES_EXTRA_ROWS",
 
 # Queue (django-q2): ORM broker by default, Redis when REDIS_URL is set.
 Q_CLUSTER = envparse.q_cluster(ENV)
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    # Where qcluster processes publish that they are alive (ORM broker only; the table is
-    # created after every migrate).
-    "queue_stats": {
-        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-        "LOCATION": "evalplatform_queue_stats",
-    },
-}
+# Caches: "default" is shared by every process (Redis with REDIS_URL, else the database); see
+# config.env.caches for which cache holds what.
+CACHES = envparse.caches(ENV)
 
 # Judges: offline (deterministic, no network) unless an API key is configured.
 OPENAI_API_KEY = ENV.get("OPENAI_API_KEY", "")
@@ -231,6 +242,13 @@ JUDGE_STREAM = envparse.env_bool(ENV, "JUDGE_STREAM", True)
 # Prices in dollars per million tokens; where set, runs show an estimated cost of their calls.
 JUDGE_PRICE_IN_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_IN_PER_MTOK", 0.0)
 JUDGE_PRICE_OUT_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_OUT_PER_MTOK", 0.0)
+# Input tokens the server read from its prompt cache; unset: half the input price (what OpenAI
+# bills at most for cached input, scoring.judges.usage.CACHED_INPUT_SHARE).
+JUDGE_PRICE_CACHED_IN_PER_MTOK: float | None = (
+    envparse.env_float(ENV, "JUDGE_PRICE_CACHED_IN_PER_MTOK", 0.0)
+    if (ENV.get("JUDGE_PRICE_CACHED_IN_PER_MTOK") or "").strip()
+    else None
+)
 # Judges' agreement with curated verdicts: a board says so where its judge has fewer curated
 # comparisons than this, or a kappa below JUDGE_AGREEMENT_MIN_KAPPA (0.6: the lower end of
 # "substantial" agreement in Landis & Koch's conventional scale, not fitted to any data).
@@ -249,10 +267,19 @@ RUN_SWEEP_S = envparse.env_int(ENV, "RUN_SWEEP_S", 60, minimum=1)
 # A queued piece not picked up this long after its task was sent, and whose task is no longer
 # waiting in the broker, is sent again (a second delivery is harmless: the claim refuses it).
 RUN_PICKUP_GRACE_S = envparse.env_int(ENV, "RUN_PICKUP_GRACE_S", 30, minimum=1)
+# A judge request unanswered this long is named on the run's pages (before the breaker opens).
+RUN_JUDGE_QUIET_AFTER_S = envparse.env_int(ENV, "RUN_JUDGE_QUIET_AFTER_S", 10, minimum=1)
 # A process that takes a piece of a run (a queue worker's task, or --wait with no worker)
 # claims up to this many queued pieces of that run and drives them side by side, sharing
 # JUDGE_CONCURRENCY; the others stay free for other workers.
 RUN_PIECES_PER_PROCESS = envparse.env_int(ENV, "RUN_PIECES_PER_PROCESS", 16, minimum=1)
+# How many qcluster processes share the database, and the connections the web processes
+# hold (gunicorn workers x threads): the start-up check of PostgreSQL's max_connections.
+Q_CLUSTERS = envparse.env_int(ENV, "Q_CLUSTERS", 1, minimum=1)
+WEB_DB_CONNECTIONS = envparse.env_int(ENV, "WEB_DB_CONNECTIONS", 0, minimum=0)
+# A worker host whose clock is further than this from the database's logs a warning (leases
+# use the database's clock; /health/, /metrics and the admin show every host's skew).
+CLOCK_SKEW_WARN_S = envparse.env_float(ENV, "CLOCK_SKEW_WARN_S", 5.0)
 # Processes a `--wait` command with no worker processes a run's pieces in (as a default cluster's
 # two workers: one Python process keeps one core busy).
 RUN_PROCESSES_HERE = envparse.env_int(ENV, "RUN_PROCESSES_HERE", 2, minimum=1)
@@ -267,6 +294,9 @@ RUN_PIECE_MAX_REQUEUES = envparse.env_int(ENV, "RUN_PIECE_MAX_REQUEUES", 10, min
 RUN_PARK_RETRY_S = envparse.env_int(ENV, "RUN_PARK_RETRY_S", 60, minimum=1)
 # An active run with no progress this long is flagged as stuck on its page and in the admin.
 RUN_STUCK_AFTER_S = envparse.env_int(ENV, "RUN_STUCK_AFTER_S", 1800, minimum=60)
+# /health/ and /metrics give up on the database after this long (connect, statement, a
+# server that stops answering), and answer 503.
+HEALTH_DB_TIMEOUT_S = envparse.env_int(ENV, "HEALTH_DB_TIMEOUT_S", 2, minimum=1)
 # /metrics (Prometheus): staff, or a request with "Authorization: Bearer <METRICS_TOKEN>";
 # empty: staff only.
 METRICS_TOKEN = ENV.get("METRICS_TOKEN", "")
@@ -300,10 +330,34 @@ PROBE_REFUSAL_JUDGE_ITERATIONS = envparse.env_int(
 CHECKLIST_DAILY_LIMIT = envparse.env_int(ENV, "CHECKLIST_DAILY_LIMIT", 3, minimum=0)
 CHECKLIST_TOTAL_LIMIT = envparse.env_int(ENV, "CHECKLIST_TOTAL_LIMIT", 20, minimum=0)
 CHECKLIST_BODY_WORD_CAP = envparse.env_int(ENV, "CHECKLIST_BODY_WORD_CAP", 15000, minimum=100)
-# Papers (PDF, LaTeX) are read in a child process bounded in CPU seconds (the wall deadline
-# is 3 s more) and memory; a PDF over the page, decompressed content, operator or nesting
-# limits is refused before its text is read.
+# Papers (PDF, LaTeX) are read in a child process bounded in CPU seconds and memory; a PDF
+# over the page, decompressed content, operator or nesting limits is refused before its text
+# is read. The CPU time is the bound: the wall time (PDF_PARSE_WALL_S, 10x by default) is only
+# a backstop, so that a loaded machine cannot refuse a genuine paper.
 PDF_PARSE_TIMEOUT_S = max(1.0, envparse.env_float(ENV, "PDF_PARSE_TIMEOUT_S", 10.0))
+PDF_PARSE_WALL_S = max(
+    PDF_PARSE_TIMEOUT_S + 1.0,
+    envparse.env_float(ENV, "PDF_PARSE_WALL_S", 10 * PDF_PARSE_TIMEOUT_S),
+)
+# Papers read at once on the whole site (every web and queue process, every machine sharing
+# the cache); past it a read is refused with 503 and Retry-After. A reader holds its slot as a
+# lease renewed while it reads, so a dead holder's slot frees after PAPER_READER_LEASE_S.
+PAPER_READERS_MAX = envparse.env_int(ENV, "PAPER_READERS_MAX", os.cpu_count() or 1, minimum=1)
+PAPER_READER_LEASE_S = envparse.env_int(ENV, "PAPER_READER_LEASE_S", 30, minimum=3)
+# Large result files (audit results, probe responses: CSV or JSON, file or body) parsed at
+# once on the whole site, a pool apart from the papers'; files under UPLOAD_READ_SLOT_MIN_KB
+# parse in the time a page takes and are not counted. Past it 503 with Retry-After.
+UPLOAD_READERS_MAX = envparse.env_int(ENV, "UPLOAD_READERS_MAX", os.cpu_count() or 1, minimum=1)
+UPLOAD_READ_SLOT_MIN_KB = envparse.env_int(ENV, "UPLOAD_READ_SLOT_MIN_KB", 1024, minimum=0)
+# Reads that store nothing, per user and hour: extraction previews, and submissions refused
+# because a paper could not be read (429 with Retry-After past it).
+CHECKLIST_PAPER_CHECKS_PER_HOUR = envparse.env_int(
+    ENV, "CHECKLIST_PAPER_CHECKS_PER_HOUR", 30, minimum=1
+)
+# Submissions of result files (audit results, probe responses) refused for their content
+# (400/413: not CSV or JSON, over a limit), per user and hour; past it the user's next
+# submission is answered 429 with Retry-After before it is parsed.
+UPLOAD_REFUSALS_PER_HOUR = envparse.env_int(ENV, "UPLOAD_REFUSALS_PER_HOUR", 20, minimum=1)
 PDF_PARSE_MEMORY_MB = envparse.env_int(ENV, "PDF_PARSE_MEMORY_MB", 512, minimum=64)
 PDF_MAX_PAGES = envparse.env_int(ENV, "PDF_MAX_PAGES", 300, minimum=1)
 PDF_MAX_CONTENT_MB = envparse.env_int(ENV, "PDF_MAX_CONTENT_MB", 20, minimum=1)

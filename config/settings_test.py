@@ -34,3 +34,13 @@ AXES_ENABLED = False
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 SITE_URL = "http://testserver"
 WEBHOOK_ALLOW_PRIVATE = True
+# The default cache stays in each test process's memory: the tests of one process run one at a
+# time and clear it around each (tests/conftest.py), while a shared Redis or database cache
+# would mix the counts of xdist's parallel workers and add queries to counted requests. The
+# tests of the shared caches start processes that share one (TEST_SHARED_CACHE=1 keeps the
+# production cache: Redis with REDIS_URL, else the database's table).
+if os.environ.get("TEST_SHARED_CACHE") != "1":
+    CACHES = {
+        **CACHES,  # noqa: F405
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    }

@@ -15,6 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # Polled by load balancers, Kubernetes and Prometheus (README "Scaling out").
     path("health/", ops.health, name="health"),
+    path("health/queue/", ops.health_queue, name="health-queue"),
     path("metrics", ops.metrics, name="metrics"),
     path("api/", include("benchmarks_app.api.urls")),
     path("", include("benchmarks_app.urls")),

@@ -6,9 +6,15 @@ The child is forked from the caller, so it starts in milliseconds with the reade
 imported and shares the caller's memory copy-on-write (a forkserver or spawn would re-run the
 caller's main script in each child). In the child, ``RLIMIT_CPU`` stops a busy loop
 (SIGXCPU) and ``RLIMIT_AS``, set to what the child has mapped at the fork plus the memory
-limit, turns a runaway allocation into a MemoryError; the parent kills the child at the wall
-deadline (time spent waiting is not CPU time), which also bounds a child that a lock held by
-another of the caller's threads at the fork would block.
+limit, turns a runaway allocation into a MemoryError.
+
+The CPU budget is the bound: on a busy machine the child gets a fraction of a core, and a
+genuine file must not be refused because other processes held the CPU. So the parent watches
+the child's CPU time (``/proc/<pid>/stat``) rather than the clock: it kills the child once its
+CPU time passes the budget (``RLIMIT_CPU`` does too, in whole seconds), once it has been
+asleep without using any CPU for ``stall_seconds`` (a lock held by another of the caller's
+threads at the fork, which never comes free in the child), and at a generous wall backstop
+(``wall_seconds``) whatever it does. Without /proc the wall backstop is the only deadline.
 
 The function's exceptions reach the caller as they are (they must pickle); running out of a
 limit is a :class:`LimitExceeded` whose ``kind`` says which limit.
@@ -34,12 +40,15 @@ LimitKind = Literal["time", "memory", "crash"]
 
 @dataclass(frozen=True)
 class Limits:
-    """``cpu_seconds`` and ``wall_seconds`` bound the child's CPU and elapsed time;
-    ``memory_mb`` is the address space it may add to what it had mapped when forked."""
+    """``cpu_seconds`` bounds the child's CPU time; ``wall_seconds`` is the backstop on its
+    elapsed time, whatever the load (set it well above ``cpu_seconds``); ``stall_seconds``
+    how long it may sleep using no CPU; ``memory_mb`` is the address space it may add to
+    what it had mapped when forked."""
 
     cpu_seconds: float = 10.0
-    wall_seconds: float = 13.0
+    wall_seconds: float = 120.0
     memory_mb: int = 512
+    stall_seconds: float = 5.0
 
 
 class LimitExceeded(Exception):
@@ -84,56 +93,113 @@ def _child(write_fd: int, func: Callable[..., Any], args: tuple[Any, ...], limit
         pipe.write(payload)
 
 
-def _read_until(read_fd: int, deadline: float) -> bytes | None:
-    """Everything the child writes until it closes the pipe; None at the deadline."""
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# How often the parent looks at the child's CPU time (and calls ``heartbeat``).
+POLL_S = 0.1
+
+
+def _cpu_and_state(pid: int) -> tuple[float, str] | None:
+    """The child's CPU seconds (user + system) and its state letter, None without /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After the command name: state is field 3, utime and stime fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS, fields[0]
+
+
+def _read_until(
+    read_fd: int, pid: int, limits: Limits, heartbeat: Callable[[], None] | None
+) -> bytes | LimitExceeded:
+    """Everything the child writes until it closes the pipe, or why it was stopped first."""
     chunks: list[bytes] = []
+    started = time.monotonic()
+    backstop = started + limits.wall_seconds
+    cpu_seen, progressed_at = 0.0, started
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([read_fd], [], [], left)[0]:
-            return None
-        chunk = os.read(read_fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+        now = time.monotonic()
+        if now >= backstop:
+            return LimitExceeded("time", f"took longer than {limits.wall_seconds:g} s")
+        if select.select([read_fd], [], [], min(POLL_S, backstop - now))[0]:
+            chunk = os.read(read_fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            continue
+        if heartbeat is not None:
+            heartbeat()
+        seen = _cpu_and_state(pid)
+        if seen is None:
+            continue
+        cpu, state = seen
+        if cpu > limits.cpu_seconds:
+            return LimitExceeded("time", f"used more than {limits.cpu_seconds:g} s of CPU time")
+        now = time.monotonic()
+        if cpu > cpu_seen or state not in ("S", "D"):
+            cpu_seen, progressed_at = cpu, now
+        elif now - progressed_at > limits.stall_seconds:
+            return LimitExceeded("time", f"stopped making progress for {limits.stall_seconds:g} s")
 
 
-def run_limited(func: Callable[..., T], *args: Any, limits: Limits) -> T:
-    """``func(*args)`` in a bounded child process (its result and exceptions must pickle).
+def run_limited(
+    func: Callable[..., T],
+    *args: Any,
+    limits: Limits,
+    heartbeat: Callable[[], None] | None = None,
+) -> T:
+    """``func(*args)`` in a bounded child process (its result and exceptions must pickle);
+    ``heartbeat`` is called every :data:`POLL_S` while the child runs (a lease to renew).
 
     A bare ``os.fork`` rather than multiprocessing: a daemonic caller (a queue worker) may
     not start multiprocessing children, and the child needs none of its bootstrapping."""
-    deadline = time.monotonic() + limits.wall_seconds
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's code
         code = 0
         try:
-            os.close(read_fd)
+            _close_inherited(keep=write_fd)
             _child(write_fd, func, args, limits)
         except BaseException:
             code = 1
         finally:
             os._exit(code)
     os.close(write_fd)
-    data: bytes | None = None
+    outcome: bytes | LimitExceeded | None = None
     try:
-        data = _read_until(read_fd, deadline)
+        outcome = _read_until(read_fd, pid, limits, heartbeat)
     finally:
         os.close(read_fd)
-        if data is None:  # past the deadline, or the caller was interrupted
+        if not isinstance(outcome, bytes):  # stopped, or the caller was interrupted
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
-    if data is None:
-        raise LimitExceeded("time", f"took longer than {limits.wall_seconds:g} s")
-    if not data:
+    if isinstance(outcome, LimitExceeded):
+        raise outcome
+    if not outcome:
         raise _death(os.waitstatus_to_exitcode(status), limits)
-    kind, payload = pickle.loads(data)  # written by our own child, not by the file
+    kind, payload = pickle.loads(outcome)  # written by our own child, not by the file
     if kind == "memory":
         raise LimitExceeded("memory", f"needed more than {limits.memory_mb} MB of memory")
     if kind == "raised":
         raise payload
     return payload
+
+
+def _close_inherited(*, keep: int) -> None:
+    """In the child: close every descriptor inherited from the caller but stdio and ``keep``
+    (its pipe). A web worker's child would otherwise hold the worker's client connections:
+    one the worker closes (an idle keep-alive) stays open for the client, whose next request
+    waits unread until the child exits and then gets a connection reset (issue 35's rush)."""
+    os.closerange(3, keep)
+    os.closerange(keep + 1, _max_fd())
+
+
+def _max_fd() -> int:
+    try:
+        return int(os.sysconf("SC_OPEN_MAX"))
+    except (AttributeError, ValueError, OSError):
+        return 65536
 
 
 def _death(exitcode: int, limits: Limits) -> LimitExceeded:

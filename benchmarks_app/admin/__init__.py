@@ -5,6 +5,7 @@ from __future__ import annotations
 from benchmarks_app.admin import (
     audit,
     checklist,
+    judge_calls,
     judges,
     notifications,
     phases,
@@ -13,4 +14,14 @@ from benchmarks_app.admin import (
     verdicts,
 )
 
-__all__ = ["audit", "checklist", "judges", "notifications", "phases", "probes", "runs", "verdicts"]
+__all__ = [
+    "audit",
+    "checklist",
+    "judge_calls",
+    "judges",
+    "notifications",
+    "phases",
+    "probes",
+    "runs",
+    "verdicts",
+]

@@ -218,7 +218,7 @@ class RepoAdmin(admin.ModelAdmin):
             self.message_user(
                 request,
                 f"Queued run #{run.pk}: {scanner.name} on {len(repos)} repo(s) with "
-                f"judge {run.judge}.",
+                f"judge {run.judge_label}.",
                 messages.SUCCESS,
             )
             return HttpResponseRedirect(

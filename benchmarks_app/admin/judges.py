@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -15,6 +17,35 @@ from benchmarks_app.services.judge_records import (
     judge_probe_summary,
     judge_record_check,
 )
+
+
+def confusion_heatmap(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """The confusion matrix (rows: the curated verdict, columns: the judge's) as table rows whose
+    cells carry a shade from 0 to 1 (count / largest count): a heat map drawn by the server with
+    style attributes only, which the site's Content-Security-Policy allows (no script, no CDN)."""
+    classes = list(figures.get("classes") or [])
+    confusion = figures.get("confusion") or {}
+    top = max((int(n) for row in confusion.values() for n in row.values()), default=0)
+    rows = []
+    for curated in classes:
+        total = sum(int(n) for n in (confusion.get(curated) or {}).values())
+        cells = []
+        for judged in classes:
+            count = int((confusion.get(curated) or {}).get(judged, 0))
+            shade = count / top if top else 0.0
+            cells.append(
+                {
+                    "judge": judged,
+                    "count": count,
+                    "agrees": judged == curated,
+                    # Two decimals: the colour steps a reader can tell apart.
+                    "alpha": f"{0.08 + 0.82 * shade:.2f}" if count else "0",
+                    "dark": shade > 0.55,
+                    "share": count / total if total else None,
+                }
+            )
+        rows.append({"curated": curated, "cells": cells, "total": total})
+    return rows
 
 
 @admin.register(JudgeRecord)
@@ -36,7 +67,10 @@ class JudgeRecordAdmin(admin.ModelAdmin):
 
     @admin.display(description="Agreement")
     def agreement(self, obj: JudgeRecord) -> SafeString:
-        figures = judge_agreement(obj.name) if obj.pk else []
+        figures = [
+            {**f, "heatmap": confusion_heatmap(f)}
+            for f in (judge_agreement(obj.name) if obj.pk else [])
+        ]
         return SafeString(
             render_to_string("judging/admin/_agreement.html", {"figures": figures, "judge": obj})
         )

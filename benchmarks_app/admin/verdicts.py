@@ -18,7 +18,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from benchmarks_app.models import VERDICT_CLASSES, CuratedVerdict
-from benchmarks_app.selectors.judge_agreement import REASON_ORDER, review_queue
+from benchmarks_app.selectors.judge_agreement import REASON_ORDER
+from benchmarks_app.selectors.verdict_review_queue import review_evidence, review_queue
 from benchmarks_app.services.curated_verdicts import CuratedVerdictError, curated_verdict_record
 
 QUEUE_PAGE = 50
@@ -105,6 +106,7 @@ class CuratedVerdictAdmin(admin.ModelAdmin):
             reason = None
         queue = review_queue(benchmark=benchmark, reason=reason)
         page = Paginator(queue, QUEUE_PAGE).get_page(request.GET.get("page"))
+        review_evidence(page.object_list)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,

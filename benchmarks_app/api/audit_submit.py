@@ -52,6 +52,7 @@ from benchmarks_app.services.audit import (
     audit_scanner_describe,
     parse_declared_empty,
 )
+from benchmarks_app.upload_reads import reads_upload
 
 _TRUE = ("1", "true", "yes", "on")
 T = TypeVar("T")
@@ -141,6 +142,34 @@ def _urls(request: Request, run: EvaluationRun, scanner: str) -> dict[str, str]:
     }
 
 
+def _accepted(
+    request: Request,
+    submit: Callable[[], EvaluationRun],
+    *,
+    scanner: str,
+    details: Callable[[EvaluationRun, str], dict[str, Any]],
+) -> Response:
+    """Run a submission (``submit``, a service call) and answer 202 with the queued run: its
+    id, status and scanner, then what the endpoint says of it (``details(run, scanner name)``)
+    and its links; an unchanged upload answers as :func:`_unchanged` does."""
+    try:
+        run = _submitted(submit)
+    except AuditUnchanged as exc:
+        return _unchanged(request, exc)
+    run.refresh_from_db()
+    name = run.scanner.name if run.scanner else scanner
+    return Response(
+        {
+            "run": run.pk,
+            "status": run.status,
+            "scanner": name,
+            **details(run, name),
+            **_urls(request, run, name),
+        },
+        status=status.HTTP_202_ACCEPTED,
+    )
+
+
 class SubmitResultsView(APIView):
     """Upload a scanner's results for one repo and queue their evaluation.
 
@@ -175,6 +204,7 @@ class SubmitResultsView(APIView):
         request=OpenApiTypes.OBJECT,
         responses={202: OpenApiTypes.OBJECT},
     )
+    @reads_upload
     def post(self, request: Request, project_id: str) -> Response:
         repo = visible_repos(request.user).filter(project_id=project_id).first()
         if repo is None:
@@ -209,50 +239,32 @@ class SubmitResultsView(APIView):
         if not scanner:
             raise ValidationError({"scanner": "give the scanner's name (?scanner=NAME)"})
         declared = _flag(empty, "declared_empty")
-        try:
+        given: dict[str, Any] = {
+            "user": request.user,
+            "scanner_name": scanner,
+            "repo": repo,
+            "judge": judge,
+            "declared_empty": declared,
+            "dataset": dataset,
+            **options,
+        }
+
+        def submit() -> EvaluationRun:
             if upload is not None:
-                run = _submitted(
-                    lambda: audit_scan_upload(
-                        user=request.user,
-                        scanner_name=scanner,
-                        repo=repo,
-                        upload=upload,
-                        judge=judge,
-                        declared_empty=declared,
-                        dataset=dataset,
-                        **options,
-                    )
-                )
-            else:
-                run = _submitted(
-                    lambda: audit_scan_submit(
-                        user=request.user,
-                        scanner_name=scanner,
-                        repo=repo,
-                        data=data,
-                        judge=judge,
-                        declared_empty=declared,
-                        dataset=dataset,
-                        **options,
-                    )
-                )
-        except AuditUnchanged as exc:
-            return _unchanged(request, exc)
-        run.refresh_from_db()
-        name = run.scanner.name if run.scanner else scanner
-        return Response(
-            {
-                "run": run.pk,
-                "status": run.status,
-                "scanner": name,
+                return audit_scan_upload(upload=upload, **given)
+            return audit_scan_submit(data=data, **given)
+
+        return _accepted(
+            request,
+            submit,
+            scanner=scanner,
+            details=lambda run, name: {
                 "repo": repo.project_id,
                 "release": str(run.release) if run.release_id else None,
                 "findings": repo.scan_results.get(
                     scanner__name=name, is_current=True
                 ).findings.count(),
-                **_urls(request, run, name),
             },
-            status=status.HTTP_202_ACCEPTED,
         )
 
 
@@ -285,6 +297,7 @@ class DatasetSubmitView(APIView):
         request=OpenApiTypes.OBJECT,
         responses={202: OpenApiTypes.OBJECT},
     )
+    @reads_upload
     def post(self, request: Request, slug: str) -> Response:
         dataset = AuditDataset.objects.filter(slug=slug).first()
         if dataset is None:
@@ -319,52 +332,33 @@ class DatasetSubmitView(APIView):
             raise ValidationError({"scanner": "give the scanner's name (?scanner=NAME)"})
         declared = _submitted(lambda: parse_declared_empty(empty))
         options = _options(request, data)
-        try:
+        given: dict[str, Any] = {
+            "user": request.user,
+            "scanner_name": scanner,
+            "dataset": dataset,
+            "declared_empty": declared,
+            "judge": judge,
+            **options,
+        }
+        results = {k: v for k, v in data.items() if k not in OPTION_KEYS} if upload is None else {}
+        if upload is None and not results:
+            raise ValidationError({"results": "no repo in the body; send {project_id: findings}"})
+
+        def submit() -> EvaluationRun:
             if upload is not None:
-                run = _submitted(
-                    lambda: audit_dataset_upload(
-                        user=request.user,
-                        scanner_name=scanner,
-                        dataset=dataset,
-                        upload=upload,
-                        declared_empty=declared,
-                        judge=judge,
-                        **options,
-                    )
-                )
-            else:
-                results = {k: v for k, v in data.items() if k not in OPTION_KEYS}
-                if not results:
-                    raise ValidationError(
-                        {"results": "no repo in the body; send {project_id: findings}"}
-                    )
-                run = _submitted(
-                    lambda: audit_dataset_submit(
-                        user=request.user,
-                        scanner_name=scanner,
-                        dataset=dataset,
-                        results=results,
-                        declared_empty=declared,
-                        judge=judge,
-                        **options,
-                    )
-                )
-        except AuditUnchanged as exc:
-            return _unchanged(request, exc)
-        run.refresh_from_db()
-        name = run.scanner.name if run.scanner else scanner
-        return Response(
-            {
-                "run": run.pk,
-                "status": run.status,
-                "scanner": name,
+                return audit_dataset_upload(upload=upload, **given)
+            return audit_dataset_submit(results=results, **given)
+
+        return _accepted(
+            request,
+            submit,
+            scanner=scanner,
+            details=lambda run, name: {
                 "dataset": dataset.slug,
                 "release": str(run.release) if run.release_id else None,
                 "repos": sorted(run.repos.values_list("project_id", flat=True)),
                 "declared_empty": sorted(declared),
-                **_urls(request, run, name),
             },
-            status=status.HTTP_202_ACCEPTED,
         )
 
 

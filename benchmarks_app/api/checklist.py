@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 
 from benchmarks_app.api.checklist_board import ChecklistLeaderboardView
 from benchmarks_app.api.pagination import StandardPagination
+from benchmarks_app.api.upload_fields import UploadFileField
 from benchmarks_app.models import Challenge, PaperKind
 from benchmarks_app.selectors.checklist import (
     SubmissionDetail,
@@ -68,9 +69,9 @@ def _refusal(exc: ChecklistSubmissionError) -> exceptions.APIException:
 
 
 class SubmissionCreateSerializer(serializers.Serializer):
-    genuine = serializers.FileField(help_text="G paper: .pdf, .tex or .zip of LaTeX sources.")
-    adversarial = serializers.FileField(required=False, help_text="A paper (with T).")
-    truth = serializers.FileField(required=False, help_text="T paper (with A).")
+    genuine = UploadFileField(help_text="G paper: .pdf, .tex or .zip of LaTeX sources.")
+    adversarial = UploadFileField(required=False, help_text="A paper (with T).")
+    truth = UploadFileField(required=False, help_text="T paper (with A).")
     label = serializers.CharField(  # type: ignore[assignment]
         required=False, allow_blank=True, max_length=200
     )
@@ -200,6 +201,7 @@ class ChecklistSubmissionListView(APIView):
 
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
+    reads_participant_files = True  # POST: 503 past PAPER_READERS_MAX (api.schema)
 
     @extend_schema(
         operation_id="checklist_submissions_list",

@@ -32,6 +32,7 @@ from benchmarks_app.selectors.checklist_boards import (
     ChecklistBoardNotFound,
     board_row_dict,
     checklist_board,
+    checklist_board_page_rows,
 )
 
 SLUG_RE = re.compile(r"[-a-zA-Z0-9_]+")
@@ -169,7 +170,7 @@ class ChecklistLeaderboardView(BoardRowListView):
         ids = self.get_queryset().values_list("pk", flat=True)
         page = self.paginate_queryset(ids)
         assert page is not None  # a pagination class is always set
-        found = ChecklistBoardRow.objects.select_related("team").in_bulk(list(page))
+        found = checklist_board_page_rows(list(page))
         attach_marks(
             self.shape,
             [found[pk] for pk in page if pk in found],

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchmarks_app.api.upload_fields import UploadFileField
 from benchmarks_app.services.checklist import ChecklistSubmissionError
 from benchmarks_app.services.checklist.papers import checklist_extract_preview, read_upload
 
@@ -24,7 +25,7 @@ ANSWERS = ["Yes", "No", "NA", "TODO"]
 
 
 class ExtractRequestSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text="The paper: .pdf, .tex or .zip of LaTeX sources.")
+    file = UploadFileField(help_text="The paper: .pdf, .tex or .zip of LaTeX sources.")
 
 
 class ExtractedAnswerSerializer(serializers.Serializer):
@@ -79,10 +80,13 @@ class ExtractionSerializer(serializers.Serializer):
 class ChecklistExtractView(APIView):
     """Extract a paper's checklist without submitting it: per question, the answer, the
     justification and the page, or why the question is missing. No quota, nothing stored.
-    400 (naming ``file``) when the file cannot be read or holds no checklist section."""
+    400 (naming ``file``) when the file cannot be read or holds no checklist section; 429
+    past the user's previews an hour (CHECKLIST_PAPER_CHECKS_PER_HOUR), 503 while the site
+    reads as many papers as it reads at once (PAPER_READERS_MAX), both with Retry-After."""
 
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
+    reads_participant_files = True  # documents the 503 (api.schema)
 
     @extend_schema(
         operation_id="checklist_extract",
@@ -106,7 +110,7 @@ class ChecklistExtractView(APIView):
         try:
             upload = read_upload(serializer.validated_data["file"], "file", what="paper")
             assert upload is not None
-            paper = checklist_extract_preview(upload=upload, field="file")
+            paper = checklist_extract_preview(upload=upload, field="file", user=request.user)
         except ChecklistSubmissionError as exc:
             raise exceptions.ValidationError({exc.field or "file": [exc.message]}) from exc
         return Response(paper.as_json())

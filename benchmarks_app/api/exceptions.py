@@ -28,6 +28,8 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from benchmarks_app.services.reader_slots import PaperReadRefused
+
 
 def _flatten(detail: Any, field: str | None) -> list[dict[str, Any]]:
     """Walk DRF's nested error structure into a flat list of field/reason pairs."""
@@ -90,6 +92,25 @@ def _raised_by_json(exc: BaseException) -> bool:
     return any(m == "rest_framework.parsers" or m.startswith("json") for m in modules)
 
 
+class PaperReadRefusedError(exceptions.APIException):
+    """A paper not read for load (all reader slots taken: 503; the user's previews: 429);
+    DRF sends ``wait`` as Retry-After."""
+
+    status_code = 503
+    default_code = "unavailable"
+
+    def __init__(self, message: str, *, status: int, code: str, wait: int) -> None:
+        super().__init__(message, code=code)
+        self.status_code = status
+        self.wait = wait
+
+
+def _paper_read_refused(exc: PaperReadRefused) -> PaperReadRefusedError:
+    return PaperReadRefusedError(
+        exc.message, status=exc.status, code=exc.code, wait=exc.retry_after_s
+    )
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler with a stable body shape; Django's own errors are translated first."""
     if isinstance(exc, DjangoValidationError):
@@ -105,13 +126,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = too_large_error()
     elif isinstance(exc, RecursionError) and _raised_by_json(exc):
         exc = _body_too_deep()
+    elif isinstance(exc, PaperReadRefused):
+        exc = _paper_read_refused(exc)
 
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, exceptions.APIException):
         return response
     body = error_payload(exc)
     wait = getattr(exc, "wait", None)
-    if isinstance(exc, exceptions.Throttled) and wait is not None:
+    if isinstance(exc, (exceptions.Throttled, PaperReadRefusedError)) and wait is not None:
         body["retry_after_s"] = int(wait)
     response.data = body
     return response

@@ -14,7 +14,6 @@ from rest_framework.views import APIView
 
 from benchmarks_app.api.audit_board import BOARD_PARAMETERS, board_params
 from benchmarks_app.formatting import MAX_ID
-from benchmarks_app.models import ProbeBoardRow
 from benchmarks_app.selectors.audit_boards import BoardNotFound, board_is_restricted, resolve_board
 from benchmarks_app.selectors.judge_agreement import (
     audit_board_agreement,
@@ -23,7 +22,12 @@ from benchmarks_app.selectors.judge_agreement import (
     probe_board_agreement,
 )
 from benchmarks_app.selectors.phases import phase_board_visible
-from benchmarks_app.selectors.probes import ProbeReportNotFound, probe_phase, probe_suite_check
+from benchmarks_app.selectors.probe_boards import (
+    ProbeReportNotFound,
+    probe_board_keys,
+    probe_phase,
+    probe_suite_check,
+)
 
 
 class JudgeAgreementView(APIView):
@@ -125,10 +129,7 @@ class ProbeBoardAgreementView(APIView):
         except ProbeReportNotFound as exc:
             field, _, message = str(exc).partition(": ")
             raise NotFound({field: message}) from None
-        rows = ProbeBoardRow.objects.on_phase(phase).filter(suite__name=suite)
-        if "version" in params:
-            rows = rows.filter(suite_version=params["version"])
-        boards = rows.order_by().values_list("suite_id", "suite_version").distinct()
+        boards = probe_board_keys(suite=suite, phase=phase, version=params.get("version"))
         visible = phase is None or phase_board_visible(phase, request.user)
         results = [
             {

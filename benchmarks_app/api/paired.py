@@ -44,7 +44,26 @@ class PairedDifferenceSerializer(serializers.Serializer):
     )
     resamples = serializers.IntegerField()
     seed = serializers.IntegerField()
-    significant = serializers.BooleanField(help_text="The interval excludes 0.")
+    significant = serializers.BooleanField(
+        help_text="The two differ, taken alone: the interval excludes 0 and the exact test "
+        "(exact_p) is at most 1 - level. Before issue 37 this was the interval alone, now "
+        "interval_excludes_zero. The board's marks further correct for the number of pairs "
+        "it compares (Holm)."
+    )
+    interval_excludes_zero = serializers.BooleanField(help_text="The interval excludes 0.")
+    p_value = serializers.FloatField(
+        help_text="Two-sided bootstrap p-value of no difference, expanded as the interval is."
+    )
+    exact_p = serializers.FloatField(
+        help_text="Exact sign test (exact McNemar on 0/1 items) on the items where the two "
+        "differ; on items of several quantities, the smallest p that many items could give."
+    )
+    items = serializers.IntegerField(help_text="Items both entries were scored on.")
+    discordant_items = serializers.IntegerField(help_text="Items on which the two differ.")
+    rule_fixed = serializers.CharField(
+        help_text="Why the board orders the two by a rule of the benchmark rather than by "
+        "their difference (a checklist genuine-only entry, S = 0 by rule); empty otherwise."
+    )
 
 
 def compare_params(params: Any) -> tuple[BoardKey, int, int]:
@@ -64,13 +83,15 @@ def compare_params(params: Any) -> tuple[BoardKey, int, int]:
 
 def compare(key: BoardKey, a: int, b: int, user: Any) -> dict[str, Any]:
     try:
-        return paired_compare(board=key, a=a, b=b, user=user)
+        result = paired_compare(board=key, a=a, b=b, user=user)
     except EntryNotFound as exc:
         field, _, message = str(exc).partition(": ")
         raise NotFound({field: message}) from None
     except NotComparable as exc:
         field, _, message = str(exc).partition(": ")
         raise ValidationError({field: message}) from None
+    # The resampled differences are the page's picture (2,000 numbers), not the API's.
+    return {name: value for name, value in result.items() if name != "draws"}
 
 
 class PairedCompareView(APIView):

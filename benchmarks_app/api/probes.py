@@ -29,23 +29,22 @@ from benchmarks_app.api.leaderboard import (
     paired_mark_fields,
 )
 from benchmarks_app.api.parsers import JSONParser
+from benchmarks_app.api.upload_fields import UploadFileField
 from benchmarks_app.formatting import MAX_ID
-from benchmarks_app.models.boards import ProbeBoardRow
 from benchmarks_app.models.phases import Phase
-from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks, light_fields
-from benchmarks_app.selectors.probes import (
+from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks
+from benchmarks_app.selectors.probe_boards import (
     PROBE_ORDERING_COLUMNS,
-    ROW_COLUMNS,
     ProbeReportNotFound,
     board_placed,
     board_row,
     probe_board_order,
+    probe_board_page_values,
     probe_board_rows,
     probe_phase,
-    probe_report,
-    probe_submission,
     probe_suite_check,
 )
+from benchmarks_app.selectors.probes import probe_report, probe_submission
 from benchmarks_app.services.probes import (
     ProbeChoiceError,
     ProbeFormatError,
@@ -57,6 +56,7 @@ from benchmarks_app.services.probes import (
     probe_submission_upload,
 )
 from benchmarks_app.services.uploads import errors_capped, upload_too_large
+from benchmarks_app.upload_reads import reads_upload
 from scoring.probes.io import FORMATS
 from scoring.probes.types import HUMAN_LABELS, ResponseSpec
 
@@ -155,7 +155,7 @@ class SubmissionInputSerializer(serializers.Serializer):
     suite = serializers.CharField(max_length=100)
     model = serializers.CharField(max_length=200)
     format = serializers.ChoiceField(choices=FORMATS, required=False)
-    file = serializers.FileField(required=False)
+    file = UploadFileField(required=False)
     responses = ResponseItemSerializer(many=True, required=False)
     method_name = serializers.CharField(
         max_length=100, required=False, allow_blank=True, help_text="Shown on the board."
@@ -279,12 +279,7 @@ class ProbeLeaderboardView(BoardRowListView):
         page = self.paginate_queryset(self.get_queryset().only("pk"))
         assert page is not None  # a pagination class is always set
         ids = [obj.pk for obj in page]
-        found = {
-            values["pk"]: values
-            for values in ProbeBoardRow.objects.filter(pk__in=ids).values(
-                *ROW_COLUMNS, *light_fields(PROBE_SHAPE)
-            )
-        }
+        found = probe_board_page_values(ids)
         stored = attach_marks(
             PROBE_SHAPE,
             [found[pk] for pk in ids if pk in found],
@@ -315,6 +310,7 @@ class ProbeSubmissionCreateView(APIView):
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
     @extend_schema(request=SubmissionInputSerializer, responses={201: SubmissionCreatedSerializer})
+    @reads_upload
     def post(self, request: Request) -> Response:
         raw = request.data.get("responses") if isinstance(request.data, dict) else None
         if isinstance(raw, list):

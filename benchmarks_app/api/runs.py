@@ -1,4 +1,4 @@
-"""Per-run actions and reads beyond the run itself: its items, paged, and cancelling it.
+"""Per-run actions and reads beyond the run itself: its items, paged, cancelling and resuming it.
 
 ``/api/runs/`` and ``/api/runs/<id>/`` live in :mod:`benchmarks_app.api.shared`.
 """
@@ -19,10 +19,11 @@ from rest_framework.views import APIView
 from benchmarks_app.api.schema import ErrorSerializer
 from benchmarks_app.api.shared import RunDetailSerializer
 from benchmarks_app.models import EvaluationRun, RunStatus
-from benchmarks_app.selectors.run_bundles import RunBundleError, run_bundle, run_bundle_name
+from benchmarks_app.selectors.run_bundles import RunBundleError, run_bundle_name
 from benchmarks_app.selectors.run_items import LazyRows, run_items
 from benchmarks_app.selectors.visibility import is_staff, visible_runs
-from benchmarks_app.services.runs import CANCELLABLE, run_cancel
+from benchmarks_app.services.run_bundles import run_bundle_fetch
+from benchmarks_app.services.runs import CANCELLABLE, RunNotResumable, run_cancel, run_resume
 
 
 class RunItemSerializer(serializers.Serializer):
@@ -110,15 +111,44 @@ class RunCancelView(APIView):
         return Response(RunDetailSerializer(run, context={"request": request}).data)
 
 
+class RunResumeView(APIView):
+    """Queue a failed, cancelled or paused run again: its creator or staff. What was judged is
+    kept; only what is missing is judged. 409 when the run is not in such a state, or when its
+    failed items would fail the same way again (the detail says what to change first)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: RunDetailSerializer,
+            409: OpenApiResponse(
+                ErrorSerializer, description="Not resumable; the detail says why."
+            ),
+        },
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        run = generics.get_object_or_404(visible_runs(request.user), pk=pk)
+        if not is_staff(request.user) and run.created_by_id != request.user.pk:
+            raise exceptions.PermissionDenied("Only the run's creator or staff may resume it.")
+        try:
+            run = run_resume(run=run)
+        except RunNotResumable as exc:
+            raise Conflict(str(exc)) from None
+        return Response(RunDetailSerializer(run, context={"request": request}).data)
+
+
 def _not_cancellable(run: EvaluationRun) -> str:
     return f"Run #{run.pk} is {run.status}; only a run that has not ended can be cancelled."
 
 
 class RunBundleView(APIView):
     """The run's bundle (a zip with a versioned manifest and each member's sha256): inputs,
-    judge record (the API key's variable name only), every judge call with its prompt and raw
-    answer, votes, verdicts and metrics; the truth's text only where it is public. Visible to
-    whoever may see the run. ``manage.py verify_run FILE`` re-scores it offline."""
+    judge record (name, model, server's scheme and host), every judge call with its prompt and
+    raw answer, votes, verdicts and metrics; the truth's text only where it is public, and the
+    participant's inputs as the run's phase publishes them (all of them for the run's owner
+    and staff). Visible to whoever may see the run; built once per variant after the run
+    ends, then served from storage. ``manage.py verify_run FILE`` re-scores it offline."""
 
     @extend_schema(
         responses={
@@ -129,7 +159,7 @@ class RunBundleView(APIView):
     def get(self, request: Request, pk: int) -> HttpResponse:
         run = generics.get_object_or_404(visible_runs(request.user), pk=pk)
         try:
-            data = run_bundle(run=run)
+            data = run_bundle_fetch(run=run, viewer=request.user)
         except RunBundleError as exc:
             raise Conflict(str(exc)) from None
         response = HttpResponse(data, content_type="application/zip")

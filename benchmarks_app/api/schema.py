@@ -2,8 +2,10 @@
 
 Every endpoint can answer 401 (a bad or expired token is refused even where reading is
 public), 403, 404 (no such object, or a page past the end), 429 (throttled) and 400 (an
-invalid query parameter or body); one that reads a body also 413 and 415. All of them have
-the one error shape of :mod:`benchmarks_app.api.exceptions`.
+invalid query parameter or body); one that reads a body also 413 and 415; one that reads a
+participant's file (a paper, a results file: ``reads_participant_files`` on the view or its
+method) also 503, the site's readers all busy. All of them have the one error shape of
+:mod:`benchmarks_app.api.exceptions`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ ERROR_DESCRIPTIONS = {
 BODY_ERROR_DESCRIPTIONS = {
     "413": "The body is larger than the server accepts.",
     "415": "The body's content type is not one this endpoint reads.",
+}
+BUSY_DESCRIPTIONS = {
+    "503": "The site is reading as many participants' files as it reads at once (`code`: "
+    "`readers_busy`); nothing was stored. Send the same request again after the "
+    "`Retry-After` header's seconds.",
 }
 
 
@@ -69,6 +76,9 @@ class ApiAutoSchema(AutoSchema):
         descriptions = dict(ERROR_DESCRIPTIONS)
         if self.method in ("POST", "PUT", "PATCH"):
             descriptions.update(BODY_ERROR_DESCRIPTIONS)
+            handler = getattr(self.view, self.method.lower(), None)
+            if any(getattr(o, "reads_participant_files", False) for o in (self.view, handler)):
+                descriptions.update(BUSY_DESCRIPTIONS)
         for code, description in descriptions.items():
             if code not in responses:
                 body = self._get_response_for_code(ErrorSerializer, code, direction=direction)

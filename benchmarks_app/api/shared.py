@@ -33,6 +33,7 @@ from benchmarks_app.selectors.leaderboards import (
     benchmark_summaries,
     own_submissions,
 )
+from benchmarks_app.selectors.run_health import run_waiting_reason
 from benchmarks_app.selectors.run_metrics import run_metrics
 from benchmarks_app.selectors.runs import ended_run_failure_causes, run_judge_usage
 from benchmarks_app.selectors.visibility import visible_runs
@@ -110,6 +111,11 @@ class BenchmarkListView(APIView):
 class RunSerializer(serializers.ModelSerializer):
     target = serializers.CharField(source="target_label", read_only=True)
     target_id = serializers.SerializerMethodField()
+    judge_label = serializers.CharField(
+        read_only=True,
+        help_text="The judge as the pages name it: the curated judge record's name "
+        "(e.g. smollm), else the same as judge (offline, openai:MODEL, replay:DIR).",
+    )
     progress_percent = serializers.FloatField(read_only=True)
     duration_s = serializers.FloatField(read_only=True, allow_null=True)
     is_active = serializers.SerializerMethodField()
@@ -128,6 +134,7 @@ class RunSerializer(serializers.ModelSerializer):
             "target",
             "target_id",
             "judge",
+            "judge_label",
             "progress_done",
             "progress_total",
             "progress_percent",
@@ -185,6 +192,13 @@ class RunDetailSerializer(RunSerializer):
         "high_stakes_failure_rate; checklist: c_g, c_a, c_t, r, s. Always is_complete."
     )
     items = serializers.SerializerMethodField(help_text="The run's per-item results, paged.")
+    waiting = serializers.SerializerMethodField(
+        help_text="Why the run waits, null unless it does: kind (judge: its judge does not "
+        "answer; storage: a write was refused for want of space; worker: no worker has picked "
+        "it up, or its worker stopped), text (one line, as the run's page and the commands' "
+        "--wait say it: 'Judge smollm unreachable since 17:42:05, next try at 17:42:35 ...'), "
+        "since and next_try_at (ISO 8601, null where unknown or while a try is under way)."
+    )
     checklist_votes = serializers.SerializerMethodField(
         help_text="Checklist runs: how answers were voted on (policy, CHECKLIST_VOTES: adaptive, "
         "two or single) and what it cost: answers, votes, asked_again (answers given more than "
@@ -192,9 +206,11 @@ class RunDetailSerializer(RunSerializer):
     )
     judge_usage = serializers.SerializerMethodField(
         help_text="The run's judge calls: calls_new (requests sent), calls_cached, tokens_in, "
-        "tokens_out, tokens_reasoning (of tokens_out), latency_p50_ms and latency_p95_ms over "
-        "the requests sent, and cost_estimate in dollars (null unless JUDGE_PRICE_IN_PER_MTOK "
-        "or JUDGE_PRICE_OUT_PER_MTOK is set)."
+        "tokens_out, tokens_reasoning (of tokens_out), tokens_cached (of tokens_in, read from "
+        "the server's prompt cache) and cached_share (tokens_cached / tokens_in, null for "
+        "none), latency_p50_ms and latency_p95_ms over the requests sent, and cost_estimate in "
+        "dollars (null unless JUDGE_PRICE_IN_PER_MTOK or JUDGE_PRICE_OUT_PER_MTOK is set; "
+        "cached input at JUDGE_PRICE_CACHED_IN_PER_MTOK, by default half the input price)."
     )
 
     class Meta(RunSerializer.Meta):
@@ -205,10 +221,27 @@ class RunDetailSerializer(RunSerializer):
             "judge_usage",
             "checklist_votes",
             "failure_causes",
+            "waiting",
             "metrics",
             "items",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {
+                "kind": {"type": "string", "enum": ["judge", "storage", "worker"]},
+                "text": {"type": "string"},
+                "since": {"type": "string", "format": "date-time", "nullable": True},
+                "next_try_at": {"type": "string", "format": "date-time", "nullable": True},
+            },
+        }
+    )
+    def get_waiting(self, run: EvaluationRun) -> dict[str, Any] | None:
+        reason = run_waiting_reason(run)
+        return reason.as_dict() if reason is not None else None
 
     @extend_schema_field(FailureCauseSerializer(many=True))
     def get_failure_causes(self, run: EvaluationRun) -> list[dict[str, object]]:

@@ -8,7 +8,7 @@ them ``api:<bench>-leaderboard``, and the audit scanners and repos) from its mod
 from __future__ import annotations
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from benchmarks_app.api import runs as api_runs
 from benchmarks_app.api import shared
@@ -20,11 +20,12 @@ from benchmarks_app.api.judges import (
     ProbeBoardAgreementView,
 )
 from benchmarks_app.api.paired import PairedCompareView
+from benchmarks_app.api.schema_view import CachedSchemaView
 
 app_name = "api"
 urlpatterns = [
     path("", shared.ApiRootView.as_view(), name="root"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("schema/", CachedSchemaView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up script as a file (?script), not inline: the
     # Content-Security-Policy runs no inline script.
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="docs"),
@@ -34,6 +35,7 @@ urlpatterns = [
     path("runs/<int:pk>/", shared.RunDetailView.as_view(), name="run-detail"),
     path("runs/<int:pk>/items/", api_runs.RunItemsView.as_view(), name="run-items"),
     path("runs/<int:pk>/cancel/", api_runs.RunCancelView.as_view(), name="run-cancel"),
+    path("runs/<int:pk>/resume/", api_runs.RunResumeView.as_view(), name="run-resume"),
     path("runs/<int:pk>/bundle/", api_runs.RunBundleView.as_view(), name="run-bundle"),
     path("submissions/", shared.OwnSubmissionListView.as_view(), name="submission-list"),
     path("boards/compare/", PairedCompareView.as_view(), name="board-compare"),

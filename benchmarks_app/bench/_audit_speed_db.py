@@ -63,7 +63,8 @@ def run_db_column(base_url: str, concurrency: int, data: Any) -> DbColumn:
     from benchmarks_app.models import AuditTruthResult, EvaluationRun, JudgeCall, RunPiece, Scanner
     from benchmarks_app.services.audit import audit_run_create
     from benchmarks_app.services.leases import piece_claim
-    from benchmarks_app.services.scheduling import piece_run, run_pieces_prepare
+    from benchmarks_app.services.piece_running import piece_run
+    from benchmarks_app.services.piece_sending import run_pieces_prepare
 
     with _scratch_database(), override_settings(**_settings(base_url, concurrency)):
         from django.core.management import call_command

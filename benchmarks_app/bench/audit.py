@@ -14,9 +14,9 @@ from typing import TextIO
 
 from benchmarks_app.demo import SAMPLE_DATA
 from scoring.audit.calibration import load_cases
+from scoring.audit.folders import read_path
 from scoring.audit.judges import OfflineAuditJudge, ReplayAuditJudge
 from scoring.audit.matching import AuditJudge, match_repo
-from scoring.audit.parsing import read_path
 from scoring.audit.types import ScanItem, TruthItem
 from scoring.judges.llm import CallRecord, MemoryJudgeCache
 

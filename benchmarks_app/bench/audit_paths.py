@@ -2,8 +2,10 @@
 
 ``evaluate_audit --scanner baseline --judge openai --wait`` with ``JUDGE_CONCURRENCY=32``, run
 as the real command in a subprocess against a throw-away SQLite database holding the bundled
-data, asking the audit speed bench's fake judge (:class:`.audit_speed.RecordedJudgeServer`,
-200 ms per answer, a verdict for every truth finding of the 11 repos):
+data, asking the audit speed bench's fake judge (:class:`.recorded_judge.RecordedJudgeServer`,
+200 ms per answer, a verdict for every truth finding of the 11 repos, found by matching the
+prompt's verified finding to the recorded verdicts after tokenizing the whole prompt, as a
+server parses it: CPU per call on the same cores as the run):
 
 * ``--wait``, no worker: the command processes the run itself (with ``RUN_PROCESSES_HERE``
   processes: itself and one forked helper by default);
@@ -12,10 +14,11 @@ data, asking the audit speed bench's fake judge (:class:`.audit_speed.RecordedJu
 
 each against the reference schedule on the same fake (repos, truths and batches one after
 another, votes 1 and 2 together; run for real unless ``AUDIT_SPEED_REFERENCE=rounds``).
-Printed per path: the command's wall time (Python and Django start-up included) and the run's
-own time (created to finished), judge requests, the ratio to the reference and to the chain
-floor (the longest repo's dependent rounds x 200 ms), and whether the per-repo outcome
-counts equal the reference's.
+Printed per path: the command's wall time (Python and Django start-up included), the run's
+own time (created to finished) and its judging (the fake's first request to its last answer),
+judge requests against the reference's, the ratio to the reference, wall and judging against
+the chain floor (the longest repo's dependent rounds x 200 ms), and whether the per-repo
+outcome counts equal the reference's.
 """
 
 from __future__ import annotations
@@ -31,15 +34,15 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from benchmarks_app.bench.audit_speed import (
+from benchmarks_app.bench.audit_speed import run_reference
+from benchmarks_app.bench.cluster import ROOT, Harness, _sqlite_copy
+from benchmarks_app.bench.recorded_judge import (
     DATA,
     LATENCY_S,
     RecordedJudgeServer,
     Repo,
     bundled_repos,
-    run_reference,
 )
-from benchmarks_app.bench.cluster import ROOT, Harness, _sqlite_copy
 from scoring.audit.matching import RepoMatch
 from scoring.audit.schedule import match_repo_concurrent
 
@@ -52,6 +55,7 @@ class PathResult:
     name: str
     wall_s: float
     run_s: float
+    judging_s: float
     calls: int
     counts: Counts
     status: str
@@ -69,12 +73,12 @@ def chain_floor_rounds(server: RecordedJudgeServer, repos: list[Repo]) -> int:
     last call's round. (Dividing the elapsed time by the tick instead counted the schedule's
     own CPU time between rounds too: 38 to 44 rounds for the same repos, with the load.)
     """
-    from benchmarks_app.bench.audit_speed import _LocalRecorded
+    from benchmarks_app.bench.recorded_judge import LocalRecorded
 
     # Far longer than the schedule's CPU time between an answer and the calls it lets go.
     tick = 0.05
 
-    class Ticking(_LocalRecorded):
+    class Ticking(LocalRecorded):
         answered = 0  # the highest round answered so far
         longest = 0
 
@@ -147,10 +151,11 @@ def run_path(name: str, server: RecordedJudgeServer, *, cluster: bool) -> PathRe
             h.start(1, wait=False)
             _manage(env, "-c", _WAIT_FOR_CLUSTER)
         before = server.calls
+        server.span_reset()
         wall = _manage(env, *COMMAND)
         calls = server.calls - before
         run_s, counts, status = _read_run(h.dir / "db.sqlite3")
-        return PathResult(name, wall, run_s, calls, counts, status)
+        return PathResult(name, wall, run_s, server.judging_s, calls, counts, status)
     finally:
         h.close()
 
@@ -191,22 +196,34 @@ def run(out: TextIO) -> None:
         reference = run_reference(server, repos, simulate=simulate)
         reference_calls = reference.calls if simulate else server.calls - before
     expected = _counts(reference.results)
-    out.write(f"{'path':<40}{'calls':>7}{'wall s':>9}{'run s':>8}{'x ref':>7}{'/floor':>8}  same\n")
+    out.write(
+        f"  the fake parsed every prompt as a server does (tokenized it, found its cached prefix, "
+        f"matched its verified finding's text to the recorded verdicts): "
+        f"{server.parser.cpu_ms_per_prompt:.1f} ms of CPU per prompt on these cores, "
+        f"{server.parser.cached_share:.0%} of prompt tokens a prefix cache would hold\n"
+    )
+    out.write(
+        f"{'path':<40}{'calls':>7}{'wall s':>9}{'run s':>8}{'judge s':>9}{'x ref':>7}"
+        f"{'/floor':>8}{'judge/floor':>13}  same\n"
+    )
     out.write(
         f"{'reference' + (' *' if simulate else ''):<40}{reference_calls:>7}"
-        f"{reference.seconds:>9.1f}{'':>8}{1.0:>7.1f}{reference.seconds / floor:>8.1f}\n"
+        f"{reference.seconds:>9.1f}{'':>8}{'':>9}{1.0:>7.1f}{reference.seconds / floor:>8.1f}\n"
     )
     for p in paths:
         same = "yes" if p.counts == expected and p.status == "succeeded" else "NO"
         out.write(
-            f"{p.name:<40}{p.calls:>7}{p.wall_s:>9.1f}{p.run_s:>8.1f}"
-            f"{reference.seconds / p.wall_s:>7.1f}{p.wall_s / floor:>8.2f}  {same}"
+            f"{p.name:<40}{p.calls:>7}{p.wall_s:>9.1f}{p.run_s:>8.1f}{p.judging_s:>9.1f}"
+            f"{reference.seconds / p.wall_s:>7.1f}{p.wall_s / floor:>8.2f}"
+            f"{p.judging_s / floor:>13.2f}  {same}"
             f"{'' if p.calls <= reference_calls else ' (MORE calls)'}\n"
         )
     out.write(
         "  wall s: the command in a subprocess, start-up included; run s: the run's created-to-"
-        "finished; x ref: reference wall / path wall; /floor: path wall / chain floor; same: "
-        "per-repo outcome counts equal the reference's, run succeeded\n"
+        "finished; judge s: the fake judge's first request to its last answer; x ref: "
+        "reference wall / path wall; /floor: path wall / chain floor; judge/floor: judge s / "
+        "chain floor; calls: requests the fake answered (no more than the reference's, or "
+        "MORE calls); same: per-repo outcome counts equal the reference's, run succeeded\n"
     )
     if simulate:
         out.write("  * simulated: dependent rounds x 200 ms (AUDIT_SPEED_REFERENCE=rounds)\n")

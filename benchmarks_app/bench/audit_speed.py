@@ -23,198 +23,36 @@ Printed side by side, all on the same fake judge:
 with calls, wall time, calls per truth finding, the ratios and whether the verdicts (outcomes,
 votes, explanations) are identical. Then the optional pre-filter on the recorded verdicts
 (replay judge, no latency): calls saved and verdicts that differ from the full schedule.
+
+The fake judge is :mod:`benchmarks_app.bench.recorded_judge`; this module runs the schedules
+against it and prints the columns.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import re
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
 from benchmarks_app.bench._audit_speed_db import DbColumn, memory_verdicts, run_db_column
-from benchmarks_app.demo import SAMPLE_DATA
-from scoring.audit.calibration import recorded_verdicts
+from benchmarks_app.bench.recorded_judge import (
+    CACHED_PROMPTS,
+    DATA,
+    LATENCY_S,
+    LocalRecorded,
+    RecordedJudgeServer,
+    Repo,
+    bundled_repos,
+)
 from scoring.audit.judges import OpenAIAuditJudge, ReplayAuditJudge
-from scoring.audit.judges.prompts import build_user_prompt
 from scoring.audit.matching import RepoMatch, match_repo
-from scoring.audit.parsing import read_path
 from scoring.audit.schedule import Prefilter, match_repo_concurrent, prefilter_ranking
-from scoring.audit.types import MATCH, NONE, PARTIAL, AuditVerdict, ScanItem, TruthItem
+from scoring.audit.types import NONE, TruthItem
 from scoring.judges.llm import CallRecord, LLMConfig, MemoryJudgeCache
-
-DATA = SAMPLE_DATA / "audit"
-LATENCY_S = 0.2
-Repo = tuple[str, list[TruthItem], list[ScanItem]]
-
-_VERIFIED = re.compile(r"<verified_finding>(.*?)</verified_finding>", re.DOTALL)
-_VALID = re.compile(r"Valid indices: ([0-9, ]*)")
-
-
-def bundled_repos() -> list[Repo]:
-    data = read_path(DATA)
-    out = []
-    for scan in data.scans:
-        if scan.scanner == "baseline":
-            truths, scans = data.match_items(scan)
-            out.append((scan.project_id, truths, scans))
-    return out
-
-
-def stand_in_verdicts(
-    repo: str, truths: list[TruthItem], scans: list[ScanItem]
-) -> list[tuple[str, int | None]]:
-    """For a repo without a recording: the offline judge's verdict on all its findings.
-
-    Three bundled repos have no recorded o4-mini verdicts. Answering "neither" to all of their
-    questions (as the fake once did) made every truth finding judge every batch, a call count
-    no real judge produces; the offline judge's pick (deterministic) matches some findings,
-    so those repos' pools shrink as a real run's do.
-    """
-    from scoring.audit.judges.offline import OfflineAuditJudge
-
-    judge = OfflineAuditJudge()
-    judge.register(repo, truths, scans)
-    out: list[tuple[str, int | None]] = []
-    for truth in truths:
-        verdict = judge.decide(truth, scans)
-        index = verdict.index_of_finding_from_junior_auditor
-        if verdict.is_match and index >= 0:
-            out.append((MATCH, index))
-        elif verdict.is_partial_match and index >= 0:
-            out.append((PARTIAL, index))
-        else:
-            out.append((NONE, None))
-    return out
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # 32 calls connect at once: the default backlog of 5 refuses some (connection errors
-    # that the judge retries, but that cost a backoff).
-    request_queue_size = 128
-
-
-class RecordedJudgeServer:
-    """A fake chat-completions server answering the recorded verdicts after ``latency_s``."""
-
-    def __init__(self, repos: list[Repo], *, latency_s: float = LATENCY_S) -> None:
-        self.latency_s = latency_s
-        self.calls = 0
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._lock = threading.Lock()
-        # The verified-finding block of the prompt → the recorded (label, index).
-        self.answers: dict[str, tuple[str, int | None]] = {}
-        self.recorded_repos = 0
-        for repo, truths, scans in repos:
-            path = DATA / "recorded" / f"{repo}_results.json"
-            if path.is_file():
-                self.recorded_repos += 1
-                recorded = recorded_verdicts(path)
-            else:
-                recorded = stand_in_verdicts(repo, truths, scans)
-            for position, truth in enumerate(truths):
-                block = self._block(build_user_prompt(truth, []))
-                answer = recorded[position] if position < len(recorded) else (NONE, None)
-                self.answers.setdefault(block, answer)
-        outer = self
-
-        class _Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes: without TCP_NODELAY, Nagle's algorithm
-            # and the client's delayed ACK add about 40 ms to every kept-alive answer.
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with outer._lock:
-                    outer.calls += 1
-                    outer.in_flight += 1
-                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
-                try:
-                    time.sleep(outer.latency_s)
-                    payload = outer.answer(body)
-                finally:
-                    with outer._lock:
-                        outer.in_flight -= 1
-                data = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = _Server(("127.0.0.1", 0), _Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @staticmethod
-    def _block(user: str) -> str:
-        m = _VERIFIED.search(user)
-        return m.group(1) if m else ""
-
-    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
-        label, index = self.answers.get(self._block(user), (NONE, None))
-        valid = _VALID.search(user)
-        batch = {int(x) for x in valid.group(1).split(",") if x.strip()} if valid else set()
-        if label in (MATCH, PARTIAL) and index in batch:
-            verdict = {
-                "is_match": label == MATCH,
-                "is_partial_match": label == PARTIAL,
-                "explanation": f"Recorded verdict: finding {index}.",
-                "severity_from_junior_auditor": "High",
-                "severity_from_truth": "High",
-                "index_of_finding_from_junior_auditor": index,
-            }
-        else:
-            verdict = {
-                "is_match": False,
-                "is_partial_match": False,
-                "explanation": "No finding in this batch matches.",
-                "severity_from_junior_auditor": "N/A",
-                "severity_from_truth": "N/A",
-                "index_of_finding_from_junior_auditor": -1,
-            }
-        content = json.dumps(verdict)
-        return {
-            "id": "chatcmpl-bench",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", "fake"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": len(content) // 4},
-        }
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> RecordedJudgeServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @dataclass
@@ -288,7 +126,7 @@ def run_reference(server: RecordedJudgeServer, repos: list[Repo], *, simulate: b
 
     async def go() -> dict[str, RepoMatch]:
         inner: Any = (
-            _LocalRecorded(server, records) if simulate else _judge(server.base_url, 2, records)
+            LocalRecorded(server, records) if simulate else _judge(server.base_url, 2, records)
         )
         judge = Counting(inner)
         out = {}
@@ -308,23 +146,6 @@ def run_reference(server: RecordedJudgeServer, repos: list[Repo], *, simulate: b
     if simulate:
         return Column("reference", rounds * server.latency_s, calls, results, simulated=True)
     return Column("reference", seconds, calls, results)
-
-
-class _LocalRecorded:
-    """The fake server's answers without HTTP or latency (the simulated reference)."""
-
-    name, model = "openai", "o4-mini"
-
-    def __init__(self, server: RecordedJudgeServer, records: list[CallRecord]) -> None:
-        self.server = server
-        self.records = records
-
-    async def judge(self, truth: TruthItem, batch: Any, *, vote_number: int) -> Any:
-        user = build_user_prompt(truth, batch)
-        body = {"messages": [{"role": "user", "content": user}]}
-        content = self.server.answer(body)["choices"][0]["message"]["content"]
-        self.records.append(CallRecord(self.name, self.model, "", vote_number, 1, 0.0, 0, 0, "ok"))
-        return AuditVerdict.model_validate_json(content)
 
 
 def prefilter_report(repos: list[Repo], out: TextIO, ks: tuple[int, ...] = (5, 10)) -> None:
@@ -385,6 +206,7 @@ def run(out: TextIO) -> None:
         today = run_schedule("sequential", match_repo, repos, server.base_url, concurrency)
         reference = run_reference(server, repos, simulate=simulate)
         peak = server.max_in_flight
+        parser = server.parser
     out.write(f"{'schedule':<34}{'calls':>7}{'wall s':>9}{'calls/truth':>13}\n")
     rows: list[tuple[str, Column | DbColumn]] = [
         (
@@ -420,6 +242,11 @@ def run(out: TextIO) -> None:
         and memory_verdicts(new.results) == db.verdicts
     )
     out.write(f"verdicts identical (database run included): {'yes' if identical else 'NO'}\n")
+    out.write(
+        f"prompt tokens the fake judge found cached (the last {CACHED_PROMPTS} prompts' "
+        f"longest shared prefix, all schedules): {parser.cached_tokens:,} of "
+        f"{parser.prompt_tokens:,} ({parser.cached_share:.0%})\n"
+    )
     most = max(new.calls, db.calls)
     out.write(
         f"calls: concurrent {new.calls} (database {db.calls}) vs sequential {today.calls} "

@@ -24,15 +24,17 @@ so CPU time includes its work; other processes sharing the machine inflate wall 
 CPU time), queries and rows written; then as many probe run ends
 (``probe_board_refresh_for_run``) and checklist run ends (``checklist_board_refresh_for_run``),
 timed the same way.
+
+The audit board's seeding is in :mod:`benchmarks_app.bench.boards_seed`, the run ends in
+:mod:`benchmarks_app.bench.boards_run_ends`; this module reads the boards and reports.
 """
 
 from __future__ import annotations
 
 import gc
-import random
 import statistics
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
 from django.db import connection
 from django.test import Client
@@ -40,343 +42,20 @@ from django.test.utils import override_settings
 
 from benchmarks_app.bench._timing import percentile, time_gets
 from benchmarks_app.bench.api import _scratch_database
+from benchmarks_app.bench.boards_run_ends import (
+    RUN_ENDS,
+    audit_run_ends,
+    checklist_run_ends,
+    commit_flush_ms,
+    probe_run_ends,
+)
+from benchmarks_app.bench.boards_seed import seed_audit
 
 SIZES = (1_000, 10_000, 100_000)
 READS = 40  # per case, after warm-up
 WARMUP = 3
-RUN_ENDS = 10
-REPOS = 2
 TARGET_READ_P95_MS = 50.0
 TARGET_RUN_END_P95_MS = 100.0
-
-
-def _counts(rng: random.Random) -> tuple[int, int, int, int]:
-    truth = 20
-    tp, partial = rng.randint(0, 15), rng.randint(0, 3)
-    return truth, tp, partial, rng.randint(0, 30)
-
-
-def _repo_metrics(project_id: str, counts: tuple[int, int, int, int]) -> dict[str, Any]:
-    truth, tp, partial, fp = counts
-    return {
-        "repo": project_id,
-        "truth": truth,
-        "scan": tp + partial + fp,
-        "qa": 0,
-        "tp": tp,
-        "partial": partial,
-        "fp": fp,
-        "fn": truth - tp - partial,
-        "truth_severity_counts": {},
-        "scan_severity_counts": {},
-    }
-
-
-def seed_audit(entries: int, *, seed: int = 11) -> Any:
-    """``entries`` scanners with a run and results on release ``bench@1``, and the board's
-    rows, all in bulk. Returns the release."""
-    from benchmarks_app.models import (
-        AuditDataset,
-        AuditRepoResult,
-        Benchmark,
-        EvaluationRun,
-        Repo,
-        RunStatus,
-        Scanner,
-    )
-    from benchmarks_app.models.audit import (
-        AuditBoardRow,
-        audit_board_sort_fields,
-        audit_metric_columns,
-    )
-    from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, ties_all
-    from benchmarks_app.services.audit import audit_release_create, audit_release_publish
-    from scoring.audit.board import BOARD_LEVEL, BOARD_RESAMPLES, BOARD_SEED
-    from scoring.audit.metrics import overall
-
-    rng = random.Random(seed)
-    repos = [
-        Repo.objects.create(project_id=f"bench_{i}_2025_01", name=f"Bench {i}")
-        for i in range(REPOS)
-    ]
-    dataset = AuditDataset.objects.create(slug="bench", name="Bench")
-    dataset.repos.add(*repos)
-    release = audit_release_publish(release=audit_release_create(dataset=dataset))
-    scanners = Scanner.objects.bulk_create(
-        (Scanner(name=f"scanner-{i:06d}", is_baseline=i % 500 == 0) for i in range(entries)),
-        batch_size=5_000,
-    )
-    runs = EvaluationRun.objects.bulk_create(
-        (
-            EvaluationRun(
-                benchmark=Benchmark.AUDIT,
-                status=RunStatus.SUCCEEDED,
-                is_complete=True,
-                progress_done=REPOS,
-                progress_total=REPOS,
-                scanner=scanner,
-                release=release,
-                judge="offline",
-            )
-            for scanner in scanners
-        ),
-        batch_size=5_000,
-    )
-    results = []
-    for i, (run, scanner) in enumerate(zip(runs, scanners, strict=True)):
-        for repo in repos[: 1 if i % 10 == 3 else REPOS]:
-            results.append(
-                AuditRepoResult(
-                    run=run,
-                    repo=repo,
-                    scanner=scanner,
-                    is_complete=True,
-                    judge="offline",
-                    metrics=_repo_metrics(repo.project_id, _counts(rng)),
-                )
-            )
-    results = AuditRepoResult.objects.bulk_create(results, batch_size=5_000)
-    by_run: dict[int, list[Any]] = {}
-    for result in results:
-        by_run.setdefault(result.run_id, []).append(result)
-    rows = []
-    for run, scanner in zip(runs, scanners, strict=True):
-        mine = by_run[run.pk]
-        totals = overall([r.metrics for r in mine])
-        for key in ("repo", "truth_severity_counts", "scan_severity_counts"):
-            totals.pop(key, None)
-        value = totals.get("f1_with_partial")
-        half = rng.uniform(0.01, 0.08)
-        rows.append(
-            AuditBoardRow(
-                release=release,
-                judge="offline",
-                scanner=scanner,
-                run_ids=[run.pk],
-                repo_result_ids=sorted(r.pk for r in mine),
-                repos_evaluated=len(mine),
-                repos_total=REPOS,
-                is_complete=len(mine) == REPOS,
-                metrics=totals,
-                **audit_metric_columns(totals),
-                f1_with_partial=value,
-                f1=totals.get("f1"),
-                ci_low=None if value is None else max(0.0, value - half),
-                ci_high=None if value is None else min(1.0, value + half),
-                ci_level=BOARD_LEVEL,
-                ci_resamples=BOARD_RESAMPLES,
-                ci_seed=BOARD_SEED,
-            )
-        )
-    for row, scanner in zip(rows, scanners, strict=True):
-        for name, value in audit_board_sort_fields(
-            scanner_name=scanner.name,
-            is_complete=row.is_complete,
-            repos_evaluated=row.repos_evaluated,
-            f1_with_partial=row.f1_with_partial,
-            f1=row.f1,
-            ci_low=row.ci_low,
-            ci_high=row.ci_high,
-        ).items():
-            setattr(row, name, value)
-    ties_all(AUDIT_SHAPE, rows)
-    AuditBoardRow.objects.bulk_create(rows, batch_size=5_000)
-    return release
-
-
-def audit_run_ends(release: Any, count: int, *, seed: int = 5) -> list[dict[str, Any]]:
-    """``count`` run ends on the board: half new scanners, half existing ones with new
-    results; for each, wall and CPU ms of ``audit_board_refresh_for_run``, queries, rows."""
-    from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, RunStatus, Scanner
-    from benchmarks_app.services.audit.boards import audit_board_refresh_for_run
-
-    rng = random.Random(seed)
-    repos = list(release.repos.order_by("project_id"))
-    existing = list(Scanner.objects.order_by("pk").values_list("pk", flat=True)[:100_000])
-    out = []
-    for k in range(count):
-        if k % 2 == 0:
-            scanner = Scanner.objects.create(name=f"new-scanner-{seed}-{k:03d}")
-        else:
-            scanner = Scanner.objects.get(pk=rng.choice(existing))
-        run = EvaluationRun.objects.create(
-            benchmark=Benchmark.AUDIT,
-            status=RunStatus.SUCCEEDED,
-            is_complete=True,
-            scanner=scanner,
-            release=release,
-            judge="offline",
-        )
-        AuditRepoResult.objects.bulk_create(
-            AuditRepoResult(
-                run=run,
-                repo=repo,
-                scanner=scanner,
-                is_complete=True,
-                judge="offline",
-                metrics=_repo_metrics(repo.project_id, _counts(rng)),
-            )
-            for repo in repos
-        )
-        executed: list[str] = []
-
-        def count_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-            executed.append(sql)  # noqa: B023 - one list per run end
-            return execute(sql, params, many, context)
-
-        with connection.execute_wrapper(count_query):
-            wall, cpu = time.perf_counter(), time.process_time()
-            written = audit_board_refresh_for_run(run=run)
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        out.append(
-            {
-                "kind": "new" if k % 2 == 0 else "rerun",
-                "wall": wall * 1000,
-                "cpu": cpu * 1000,
-                "queries": len(executed),
-                "written": written,
-            }
-        )
-    return out
-
-
-def _timed(fn: Any) -> dict[str, Any]:
-    """Wall and CPU ms of ``fn()``, its queries, and what it returned."""
-    executed: list[str] = []
-
-    def count_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        executed.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(count_query):
-        wall, cpu = time.perf_counter(), time.process_time()
-        result = fn()
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"wall": wall * 1000, "cpu": cpu * 1000, "queries": len(executed), "result": result}
-
-
-def probe_run_ends(count: int, *, seed: int = 5) -> list[dict[str, Any]]:
-    """``count`` run ends on the probe board ``bench-board`` (seeded by ``boards_probes``):
-    half new models, half new reports of existing ones; each timed like the audit ones."""
-    from benchmarks_app.models import (
-        Benchmark,
-        ProbeBoardRow,
-        ProbeRunReport,
-        ProbeSuite,
-        ResponseSubmission,
-        RunStatus,
-    )
-    from benchmarks_app.models import EvaluationRun as Run
-    from benchmarks_app.services.probes.boards import probe_board_refresh_for_run
-
-    rng = random.Random(seed)
-    suite = ProbeSuite.objects.get(name="bench-board")
-    existing = list(ResponseSubmission.objects.filter(suite=suite).values_list("pk", flat=True))
-    out = []
-    for k in range(count):
-        if k % 2 == 0:
-            sub = ResponseSubmission.objects.create(
-                suite=suite, model_name=f"new-model-{seed}-{k:03d}"
-            )
-        else:
-            sub = ResponseSubmission.objects.get(pk=rng.choice(existing))
-        run = Run.objects.create(
-            benchmark=Benchmark.PROBES,
-            status=RunStatus.SUCCEEDED,
-            is_complete=True,
-            probe_submission=sub,
-        )
-        value = rng.random()
-        ProbeRunReport.objects.create(
-            run=run,
-            submission=sub,
-            metrics={"suite_version": "benchv1", "counts": {"evaluated": 40}},
-            resilience_index=value,
-            pass_rate=rng.random(),
-            ci={"metric": "resilience_index", "low": max(0, value - 0.05), "high": value + 0.05},
-        )
-        before = ProbeBoardRow.objects.count()
-        timed = _timed(lambda run=run: probe_board_refresh_for_run(run=run))
-        assert ProbeBoardRow.objects.count() == before + (k % 2 == 0)
-        out.append({**timed, "kind": "new" if k % 2 == 0 else "rerun"})
-    return out
-
-
-def checklist_run_ends(count: int, *, seed: int = 5) -> list[dict[str, Any]]:
-    """``count`` run ends on the checklist board ``bench-board`` (seeded by
-    ``boards_checklist``): half new teams, half new submissions of existing ones; each timed
-    like the audit ones (``checklist_board_refresh_for_run``)."""
-    from benchmarks_app.models import (
-        Benchmark,
-        Challenge,
-        ChecklistBoardRow,
-        ChecklistScore,
-        ChecklistSubmission,
-        RunStatus,
-        SubmissionKind,
-        SubmissionStatus,
-        Team,
-    )
-    from benchmarks_app.models import EvaluationRun as Run
-    from benchmarks_app.services.checklist.boards import checklist_board_refresh_for_run
-
-    rng = random.Random(seed)
-    challenge = Challenge.objects.get(slug="bench-board")
-    existing = list(Team.objects.filter(challenge=challenge).values_list("pk", flat=True))
-    out = []
-    for k in range(count):
-        if k % 2 == 0:
-            team = Team.objects.create(challenge=challenge, name=f"new-team-{seed}-{k:03d}")
-        else:
-            team = Team.objects.get(pk=rng.choice(existing))
-        sub = ChecklistSubmission.objects.create(
-            challenge=challenge,
-            team=team,
-            kind=SubmissionKind.TRIPLET,
-            status=SubmissionStatus.SCORED,
-        )
-        run = Run.objects.create(
-            benchmark=Benchmark.CHECKLIST,
-            status=RunStatus.SUCCEEDED,
-            is_complete=True,
-            checklist_submission=sub,
-        )
-        c_g, c_a, c_t, r = rng.random(), rng.random(), rng.random(), rng.random()
-        s = c_g * c_a * (1 - r) * c_t
-        ChecklistScore.objects.create(
-            run=run,
-            submission=sub,
-            c_g=c_g,
-            c_a=c_a,
-            c_t=c_t,
-            r=r,
-            s=s,
-            ci={"metric": "s", "low": max(0.0, s - 0.03), "high": s + 0.03},
-        )
-        before = ChecklistBoardRow.objects.count()
-        timed = _timed(lambda run=run: checklist_board_refresh_for_run(run=run))
-        assert ChecklistBoardRow.objects.count() == before + (k % 2 == 0)
-        out.append({**timed, "kind": "new" if k % 2 == 0 else "rerun"})
-    return out
-
-
-def commit_flush_ms(release: Any, count: int = RUN_ENDS) -> list[float]:
-    """Wall ms of ``count`` commits of a one-row update, each its own transaction: what a
-    run end's commit costs before any of its work (PostgreSQL waits for its write-ahead
-    log to reach the disk; on a slow disk that, not the board update, is most of the time)."""
-    from django.db import transaction
-
-    from benchmarks_app.models.audit import AuditBoardRow
-
-    row = AuditBoardRow.objects.filter(release=release).order_by("pk").first()
-    assert row is not None
-    out = []
-    for _ in range(count):
-        started = time.perf_counter()
-        with transaction.atomic():
-            AuditBoardRow.objects.filter(pk=row.pk).update(tied_with_above=row.tied_with_above)
-        out.append((time.perf_counter() - started) * 1000)
-    return out
 
 
 def _reads(size: int) -> list[tuple[str, str, str]]:

@@ -5,7 +5,8 @@ database (a SQLite file with the ORM broker, or a new PostgreSQL database with R
 ``Q_NAME`` of its own), seeds audit data, serves a fake OpenAI-compatible judge, starts
 ``manage.py qcluster`` processes (each leading its own process group), runs the scenario
 (runs created through the services, queue not in sync mode), prints its figures as JSON and
-removes what it made. :func:`drive` runs it in a subprocess, for tests and ``make bench``.
+removes what it made. :func:`drive` runs it in a subprocess, for tests and ``make bench``. The
+fake judge is :mod:`.fake_judge`'s; the scenarios' data (seed, runs, waits) :mod:`.cluster_data`'s.
 Scenarios: ``scale`` (:mod:`benchmarks_app.bench.scale`); ``kill``, ``outage``, ``timeout``,
 ``identical`` and ``sigterm`` (the chaos tests', ``tests/benchmarks_app/queue/chaos.py``).
 """
@@ -25,14 +26,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from random import Random
 from typing import Any
+
+from benchmarks_app.bench.fake_judge import FakeJudge
 
 ROOT = Path(__file__).resolve().parents[2]
 # Settings of the site that the harness sets itself; anything inherited would leak in.
@@ -46,111 +45,6 @@ _OWN_ENV = re.compile(
 _SETTINGS = """DJANGO_SETTINGS_MODULE=config.settings DEBUG=0 Q_SYNC=0 Q_WORKERS=2 LOG_LEVEL=WARNING
 OPENAI_API_KEY=fake JUDGE_MODELS=fake-model JUDGE_PROBE=0 JUDGE_CONCURRENCY=4 JUDGE_TIMEOUT_S=10
 JUDGE_BACKOFF_MAX_S=5"""
-
-
-def _verdict(user: str) -> dict[str, Any]:
-    """Deterministic: a scan title holding the truth title's first word matches, its second
-    word is a partial, else nothing (the first such finding of the batch)."""
-    truth = re.search(r"Title: (.*)", user)
-    words = truth.group(1).lower().split() if truth else []
-    found = [(int(i), t.lower().split()) for i, t in re.findall(r"\[(\d+)\] Title: (.*)", user)]
-    match = next((i for i, t in found if words and words[0] in t), None)
-    part = next((i for i, t in found if len(words) > 1 and words[1] in t), None)
-    index = match if match is not None else part if part is not None else -1
-    return {
-        "is_match": match is not None,
-        "is_partial_match": match is None and part is not None,
-        "explanation": "fake",
-        "severity_from_junior_auditor": "High",
-        "severity_from_truth": "High",
-        "index_of_finding_from_junior_auditor": index,
-    }
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client killed mid-answer (the chaos is deliberate)
-
-
-class FakeJudge:
-    """An OpenAI-compatible chat-completions server on 127.0.0.1 that counts what it answers.
-
-    ``latency_s`` is added to every answer; ``down_for(s, mode)`` answers 503 (``mode="503"``)
-    or drops the connection unanswered (``"drop"``) for ``s`` seconds. ``answered`` counts the
-    answers it gave, also to clients that died meanwhile (what a real judge would bill).
-    """
-
-    def __init__(self, latency_s: float = 0.15) -> None:
-        self.latency_s = latency_s
-        self.answered = self.refused = self.in_flight = self.max_in_flight = 0
-        self._down_until, self._down_mode = 0.0, "503"
-        self._lock = threading.Lock()
-        judge = self
-
-        class _Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-                status, payload = judge._answer(body)
-                if status == 0:
-                    return  # dropped: the connection closes with no answer
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = _Server(("127.0.0.1", 0), _Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def down_for(self, seconds: float, mode: str = "503") -> None:
-        with self._lock:
-            self._down_until, self._down_mode = time.monotonic() + seconds, mode
-
-    def reset(self) -> None:
-        with self._lock:
-            self.answered = self.refused = self.max_in_flight = 0
-
-    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        with self._lock:
-            if time.monotonic() < self._down_until:
-                self.refused += 1
-                error = {"error": {"message": "judge down", "type": "server_error"}}
-                return (0 if self._down_mode == "drop" else 503), error
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        time.sleep(self.latency_s)
-        content = json.dumps(_verdict(str(body["messages"][-1]["content"])))
-        with self._lock:
-            self.in_flight -= 1
-            self.answered += 1
-        return 200, {
-            "id": "chatcmpl-fake",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", "fake-model"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-        }
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _sqlite_copy(source: Path, target: Path) -> None:
@@ -228,6 +122,29 @@ class Cluster:
         return [line[:300] for line in lines[-limit:]]
 
 
+def _migrate(env: dict[str, str]) -> None:
+    command = [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]
+    subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
+
+
+def migrated_sqlite_template(env: dict[str, str], scratch_dir: Path) -> Path:
+    """A migrated SQLite file shared by harnesses (and the rush bench) of the same migrations
+    and packages (migrating takes many seconds of CPU; parallel scenarios would each pay them).
+    ``env`` is the settings to migrate under; ``scratch_dir`` holds the file while it is made.
+    Copy it (``sqlite3`` backup or a plain copy), never open it in place."""
+    sources = sorted((ROOT / "benchmarks_app" / "migrations").glob("*.py"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in [*sources, ROOT / "uv.lock"]))
+    template = Path(tempfile.gettempdir()) / f"evalchaos-{digest.hexdigest()[:16]}.sqlite3"
+    with open(f"{template}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not template.exists():
+            scratch = scratch_dir / "template.sqlite3"
+            _migrate({**env, "DATABASE_URL": f"sqlite:///{scratch}"})
+            _sqlite_copy(scratch, template.with_suffix(".part"))
+            os.replace(template.with_suffix(".part"), template)
+    return template
+
+
 class Harness:
     """A database, a broker, a fake judge and the clusters of one scenario; ``close()`` undoes."""
 
@@ -252,6 +169,8 @@ class Harness:
         self.lease_s = lease_s
         self.timings: dict[str, float] = {}
         self.pg_admin = pg_url or "postgres://postgres@127.0.0.1:5432/postgres"
+        # Statements for the server once the database has been dropped (a role of its own).
+        self.pg_after_drop: list[str] = []
         self.redis_url = redis_url or "redis://127.0.0.1:6379/0"
         if db == "sqlite":
             url = f"sqlite:///{self.dir / 'db.sqlite3'}"
@@ -273,10 +192,12 @@ class Harness:
         if db == "postgres":
             self.env["REDIS_URL"] = self.redis_url
 
-    def _pg(self, sql: str) -> None:
+    def _pg(self, sql: str, *, own_database: bool = False) -> None:
+        """One statement as the server's admin: in ``postgres``, or in the harness's database."""
         import psycopg
 
-        with psycopg.connect(self.pg_admin, autocommit=True) as conn:
+        url = self.env["DATABASE_URL"] if own_database else self.pg_admin
+        with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(sql)
 
     def open(self) -> Harness:
@@ -288,6 +209,11 @@ class Harness:
         else:
             self._migrate(self.env)
         self.timings["migrate_s"] = round(time.monotonic() - started, 1)
+        # The driver inherits its caller's settings (CI's second pass sets REDIS_URL): drop the
+        # ones the harness sets itself, or a SQLite scenario's driver would enqueue into Redis
+        # while its clusters read the ORM broker, and no piece would ever be picked up.
+        for key in [k for k in os.environ if _OWN_ENV.match(k) and k not in self.env]:
+            del os.environ[key]
         os.environ.update(self.env)
         import django
 
@@ -301,23 +227,10 @@ class Harness:
         return self
 
     def _migrate(self, env: dict[str, str]) -> None:
-        command = [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]
-        subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
+        _migrate(env)
 
     def _sqlite_template(self) -> Path:
-        """A migrated SQLite file shared by harnesses of the same migrations and packages
-        (migrating takes many seconds of CPU; parallel scenarios would each pay them)."""
-        sources = sorted((ROOT / "benchmarks_app" / "migrations").glob("*.py"))
-        digest = hashlib.sha256(b"".join(p.read_bytes() for p in [*sources, ROOT / "uv.lock"]))
-        template = Path(tempfile.gettempdir()) / f"evalchaos-{digest.hexdigest()[:16]}.sqlite3"
-        with open(f"{template}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not template.exists():
-                scratch = self.dir / "template.sqlite3"
-                self._migrate({**self.env, "DATABASE_URL": f"sqlite:///{scratch}"})
-                _sqlite_copy(scratch, template.with_suffix(".part"))
-                os.replace(template.with_suffix(".part"), template)
-        return template
+        return migrated_sqlite_template(self.env, self.dir)
 
     def start(self, count: int = 1, *, wait: bool = True, **env: Any) -> list[Cluster]:
         """Start ``count`` clusters (``env`` overrides, e.g. ``Q_WORKERS``); wait until alive."""
@@ -350,6 +263,8 @@ class Harness:
         if self.db == "postgres":
             try:
                 self._pg(f'DROP DATABASE IF EXISTS "{self.tag}" WITH (FORCE)')
+                for sql in self.pg_after_drop:
+                    self._pg(sql)
             finally:
                 import redis
 
@@ -363,89 +278,22 @@ class Harness:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-# ---- data ----------------------------------------------------------------------------------
-
-
-def seed(scanners: dict[str, str], *, repos: int, truths: int, findings: int) -> None:
-    """Repos ``r00``… with truths, and per scanner findings drawn from its variant (scanners
-    of one variant have identical results); each scanner gets a ``~ref`` twin."""
-    from benchmarks_app.models import Repo, ScanFinding, Scanner, ScanResult, TruthFinding
-
-    for r in range(repos):
-        repo, created = Repo.objects.get_or_create(
-            project_id=f"r{r:02d}", defaults={"name": f"Repo {r}"}
-        )
-        if created:
-            TruthFinding.objects.bulk_create(
-                TruthFinding(
-                    repo=repo,
-                    finding_id=f"r{r:02d}-T{j}",
-                    order=j,
-                    severity="High",
-                    title=f"w{r}x{j} p{r}x{j} flaw in Vault{j}",
-                )
-                for j in range(truths)
-            )
-        for name, variant in scanners.items():
-            rng = Random(f"{variant}-{r}")
-            titles = []
-            for i in range(findings):
-                j, roll = rng.randrange(truths), rng.random()
-                word = f"w{r}x{j}" if roll < 0.35 else f"p{r}x{j}" if roll < 0.55 else f"n{i}"
-                titles.append(f"{word} problem {i}")
-            for scanner_name in (name, f"{name}~ref"):
-                scanner, _ = Scanner.objects.get_or_create(name=scanner_name)
-                result = ScanResult.objects.create(
-                    scanner=scanner, repo=repo, content_hash=f"{variant}-{r}"
-                )
-                ScanFinding.objects.bulk_create(
-                    ScanFinding(scan_result=result, index=i, title=t, severity="High")
-                    for i, t in enumerate(titles)
-                )
-
-
-def create_runs(scanners: Iterable[str]) -> list[int]:
-    from benchmarks_app.models import Scanner
-    from benchmarks_app.services.audit import audit_run_create
-
-    return [
-        audit_run_create(scanner=Scanner.objects.get(name=name), judge="openai").pk
-        for name in scanners
-    ]
-
-
-def cold_cache(h: Harness) -> None:
-    """Forget every verdict and the judge's counts: what follows pays for every question."""
-    from benchmarks_app.models import JudgeCacheEntry, JudgeInFlight
-
-    JudgeCacheEntry.objects.all().delete()
-    JudgeInFlight.objects.all().delete()
-    h.judge.reset()
-
-
-def wait_end(
-    run_ids: list[int], timeout_s: float, watch: Callable[[], None] | None = None
-) -> float | None:
-    """Seconds until every run has ended (``None``: not within ``timeout_s``); reads only."""
-    from benchmarks_app.models import EvaluationRun
-    from benchmarks_app.models.runs import ACTIVE_STATUSES
-
-    start = time.monotonic()
-    while time.monotonic() - start < timeout_s:
-        if watch is not None:
-            watch()
-        if not EvaluationRun.objects.filter(pk__in=run_ids, status__in=ACTIVE_STATUSES).exists():
-            return round(time.monotonic() - start, 1)
-        time.sleep(0.5)
-    return None
-
-
 # Where each scenario is written (a module with SCENARIOS and DEFAULTS); the chaos scenarios
 # are the chaos tests' own.
 SCENARIO_MODULES = {
     "scale": "benchmarks_app.bench.scale",
     **dict.fromkeys(
-        ("kill", "outage", "timeout", "identical", "sigterm"), "tests.benchmarks_app.queue.chaos"
+        (
+            "kill",
+            "outage",
+            "timeout",
+            "identical",
+            "sigterm",
+            "redis_blip",
+            "wrong_key",
+            "connection_budget",
+        ),
+        "tests.benchmarks_app.queue.chaos",
     ),
 }
 

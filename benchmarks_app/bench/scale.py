@@ -21,7 +21,8 @@ import os
 import time
 from typing import Any, TextIO
 
-from benchmarks_app.bench.cluster import Harness, cold_cache, create_runs, seed, wait_end
+from benchmarks_app.bench.cluster import Harness
+from benchmarks_app.bench.cluster_data import cold_cache, create_runs, seed, wait_end
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "scale": {"latency": 0.1, "lease": 10, "runs": 4, "repos": 4, "truths": 10, "findings": 14}

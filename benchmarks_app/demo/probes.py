@@ -7,7 +7,7 @@ from typing import TextIO
 
 from benchmarks_app.formatting import format_score
 from benchmarks_app.models import RunStatus
-from benchmarks_app.selectors.probes import probe_leaderboard
+from benchmarks_app.selectors.probe_boards import probe_leaderboard
 from benchmarks_app.services.probes import (
     pattern_rules_install_defaults,
     probe_submission_submit,

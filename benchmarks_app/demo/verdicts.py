@@ -9,8 +9,8 @@ from django.core.management.base import OutputWrapper
 
 from benchmarks_app.demo import SAMPLE_DATA
 from benchmarks_app.demo.probes import MODELS, SUITE, XSTEST
-from benchmarks_app.management.commands.import_curated_verdicts import agreement_table
 from benchmarks_app.selectors.judge_agreement import judges_agreement
+from benchmarks_app.selectors.judge_agreement_table import agreement_table
 from benchmarks_app.services.curated_verdicts import (
     curated_verdicts_import_audit_recorded,
     curated_verdicts_import_xstest,

@@ -15,7 +15,13 @@ from benchmarks_app.models.audit import (
     ScanResult,
     TruthFinding,
 )
-from benchmarks_app.models.boards import ChecklistBoardRow, PairedRefresh, ProbeBoardRow
+from benchmarks_app.models.board_sizes import BoardBucket, BoardSize
+from benchmarks_app.models.boards import (
+    ChecklistBoardRow,
+    PairedBoardSummary,
+    PairedRefresh,
+    ProbeBoardRow,
+)
 from benchmarks_app.models.checklist import (
     AnswerChoice,
     AssessmentStatus,
@@ -48,7 +54,7 @@ from benchmarks_app.models.notifications import (
     Webhook,
     WebhookDelivery,
 )
-from benchmarks_app.models.phases import Phase
+from benchmarks_app.models.phases import BundleInputs, Phase
 from benchmarks_app.models.probes import (
     ExpectedBehaviour,
     HumanLabel,
@@ -62,12 +68,14 @@ from benchmarks_app.models.probes import (
     ResponseSubmission,
     RuleKind,
 )
+from benchmarks_app.models.run_counts import RunCount
 from benchmarks_app.models.runs import (
     Benchmark,
     EvaluationRun,
     PieceStatus,
     RunPiece,
     RunStatus,
+    WorkerClock,
 )
 from benchmarks_app.models.verdicts import (
     VERDICT_CLASSES,
@@ -86,6 +94,9 @@ __all__ = [
     "AuditRunScan",
     "AuditTruthResult",
     "Benchmark",
+    "BoardBucket",
+    "BoardSize",
+    "BundleInputs",
     "Challenge",
     "ChecklistAnswer",
     "ChecklistAssessment",
@@ -109,6 +120,7 @@ __all__ = [
     "MatchOutcome",
     "Membership",
     "NotificationPreference",
+    "PairedBoardSummary",
     "PairedRefresh",
     "Paper",
     "PaperKind",
@@ -125,6 +137,7 @@ __all__ = [
     "Response",
     "ResponseSubmission",
     "RuleKind",
+    "RunCount",
     "RunPiece",
     "RunStatus",
     "ScanFinding",
@@ -139,4 +152,5 @@ __all__ = [
     "VerdictSource",
     "Webhook",
     "WebhookDelivery",
+    "WorkerClock",
 ]

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from benchmarks_app.models.audit import name_key
+from benchmarks_app.models.audit_board import name_key
 from benchmarks_app.models.checklist import Challenge, ChecklistScore, ChecklistSubmission, Team
 from benchmarks_app.models.common import BoardRowQuerySet, phase_key_field
 from benchmarks_app.models.phases import Phase
@@ -233,9 +233,30 @@ class PairedRefresh(models.Model):
 
     board = models.CharField(max_length=400, unique=True)
     requested_at = models.DateTimeField(auto_now_add=True)
+    # When its task went to the queue; null while that is owed (the broker refused it): the
+    # sweeper sends it then (``paired_owed_send``).
+    enqueued_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.board
+
+
+class PairedBoardSummary(models.Model):
+    """What the last paired refresh of a board did, for the legend under the board: how many
+    pairs it tested (its Holm correction's family), how many it split, and whether the exact
+    test gated them. One row per board key, replaced by each refresh."""
+
+    board = models.CharField(max_length=400, unique=True)
+    ranked = models.PositiveIntegerField(default=0)
+    marked = models.PositiveIntegerField(default=0)
+    tested_pairs = models.PositiveIntegerField(default=0)
+    split_pairs = models.PositiveIntegerField(default=0)
+    correction = models.CharField(max_length=20, default="holm")
+    exact_test = models.BooleanField(default=False)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.board}: {self.tested_pairs} pairs"
 
 
 def _span(value: float, low: float | None, high: float | None) -> tuple[float, float]:

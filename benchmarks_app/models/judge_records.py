@@ -7,15 +7,45 @@ itself is never stored; the record names the environment variable that holds it.
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlsplit
+
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
 from benchmarks_app.models.common import TimeStampedModel
 
+# Query parameters that carry a key (``?api-key=...``, ``?token=...``), compared lowercased
+# with "-" read as "_".
+CREDENTIAL_PARAMS = frozenset(
+    {"key", "api_key", "apikey", "token", "access_token", "secret", "password", "sig", "auth"}
+)
+
+
+def url_credential(url: str) -> str:
+    """What credential ``url`` carries ("a user name and password", "the query parameter
+    'api-key'"), or "" when it carries none."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unbalanced "[": not a URL any server answers; nothing carried
+        return ""
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "a user name or password"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if name.lower().replace("-", "_") in CREDENTIAL_PARAMS:
+            return f"the query parameter {name!r}"
+    return ""
+
+
 # No ":" in a record's name, so that it never takes the board key of a legacy spelling
 # (``openai:MODEL``, ``replay:DIR``).
 JUDGE_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
+
+
+# The records made from the site's settings; their names add nothing to a run's own judge
+# spelling (``offline``, ``openai:MODEL``), so a run names its judge by a record's name only
+# for the other, curated, records.
+DEFAULT_JUDGE_RECORD_NAMES = ("offline", "openai")
 
 
 class JudgeKind(models.TextChoices):
@@ -83,6 +113,12 @@ class JudgeRecord(TimeStampedModel):
         web = self.base_url.startswith(("http://", "https://"))
         if self.kind == JudgeKind.OPENAI and self.base_url and not web:
             problems["base_url"] = f"{self.base_url!r} is not an http(s) URL"
+        elif web and (credential := url_credential(self.base_url)):
+            # The record is shown to maintainers and its server travels in run bundles: a
+            # key belongs in the worker's environment (api_key_env), never in the URL.
+            problems["base_url"] = (
+                f"holds {credential}; put the key in the variable api_key_env names instead"
+            )
         if self.kind == JudgeKind.REPLAY and not self.base_url:
             problems["base_url"] = "a replay judge needs the folder of recorded results"
         for name in ("concurrency", "timeout_s"):

@@ -15,11 +15,14 @@ class JudgeCallStatus(models.TextChoices):
     TRUNCATED = "truncated", "Answer cut at the bound"
     ERROR = "error", "Error"
     # Written before the request; completed after it. A call still pending when its worker
-    # died is marked lost when the run is picked up again.
+    # died is marked lost when the sweeper re-queues its piece (or a new holder takes it).
     PENDING = "pending", "In flight"
     LOST = "lost", "Lost with its worker"
-    # In flight when its run was cancelled (or its worker stopped): cut short, not answered.
+    # In flight when its run was cancelled: cut short on purpose, not answered.
     ABANDONED = "abandoned", "Abandoned in flight"
+    # In flight when its piece stopped for a fault (the database cut, a write failed, the
+    # worker stopping): asked again by the piece's next attempt.
+    INTERRUPTED = "interrupted", "Interrupted by a fault"
 
 
 class JudgeCall(AppendOnlyModel):
@@ -38,10 +41,13 @@ class JudgeCall(AppendOnlyModel):
     tokens_out = models.PositiveIntegerField(default=0)
     # Of tokens_out, those a reasoning model spent thinking (where the server says).
     tokens_reasoning = models.PositiveIntegerField(default=0)
+    # Of tokens_in, those the server read from its prompt cache (OpenAI's, vLLM's and SGLang's
+    # cached_tokens, llama.cpp's cache_n); 0 where it does not say, and on older rows.
+    tokens_cached = models.PositiveIntegerField(default=0)
     # How the request was asked: model, temperature, answer bound, seed, response format,
     # stream (empty for cache hits, judges that ask no server and older rows).
     request = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=10, choices=JudgeCallStatus.choices, db_index=True)
+    status = models.CharField(max_length=16, choices=JudgeCallStatus.choices, db_index=True)
     error = models.TextField(blank=True)
     # What the server returned before parsing: the answer's text (ok, invalid, truncated) or
     # the error's body; empty for cache hits, judges that ask no server and older rows.

@@ -16,12 +16,29 @@ from benchmarks_app.models.probes import ProbeSuite
 from benchmarks_app.models.runs import Benchmark
 
 
+class BundleInputs(models.TextChoices):
+    """What a public run bundle carries of a participant's inputs (scan findings, responses,
+    answers' justifications, and the judge prompts and answers that quote them). The run's
+    owner and staff always get all of it; the metrics and verdicts travel in every case."""
+
+    # Blank: the benchmark's default, settings.RUN_BUNDLE_INPUTS (itself "shown" unless set).
+    DEFAULT = "", "The benchmark's default (RUN_BUNDLE_INPUTS)"
+    SHOWN = "shown", "What the public pages show (matched findings' titles)"
+    ALL = "all", "All of it"
+    AFTER_END = "after_end", "All of it once the phase ends; what the pages show before"
+    NEVER = "never", "None (only what the metrics need)"
+
+
 class PhaseQuerySet(models.QuerySet["Phase"]):
     def open_at(self, when: object = None) -> PhaseQuerySet:
         now = when or timezone.now()
         return self.filter(starts_at__lte=now).filter(
             models.Q(ends_at__isnull=True) | models.Q(ends_at__gt=now)
         )
+
+    def unrevealed(self) -> PhaseQuerySet:
+        """Hidden and not yet revealed (the negation of :attr:`Phase.is_revealed`)."""
+        return self.filter(is_hidden=True, revealed_at__isnull=True)
 
     def for_target(self, target: Challenge | DatasetRelease | ProbeSuite) -> PhaseQuerySet:
         if isinstance(target, Challenge):
@@ -57,6 +74,14 @@ class Phase(TimeStampedModel):
     )
     total_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Entries per entrant in this phase; empty: none."
+    )
+    bundle_inputs = models.CharField(
+        max_length=10,
+        choices=BundleInputs.choices,
+        default=BundleInputs.DEFAULT,
+        blank=True,
+        help_text="What a public run bundle of this phase carries of a participant's inputs; "
+        "the run's owner and staff always get all of it.",
     )
 
     objects = PhaseQuerySet.as_manager()

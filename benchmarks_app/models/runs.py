@@ -4,11 +4,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from benchmarks_app.models.audit import DatasetRelease, Repo, Scanner
 from benchmarks_app.models.checklist import ChecklistSubmission
 from benchmarks_app.models.common import EntryMetadata, TimeStampedModel
+from benchmarks_app.models.judge_records import DEFAULT_JUDGE_RECORD_NAMES
 from benchmarks_app.models.probes import ResponseSubmission
 
 
@@ -201,6 +203,25 @@ class EvaluationRun(EntryMetadata, TimeStampedModel):
         return "—"
 
     @property
+    def judge_label(self) -> str:
+        """The judge as people name it, on every page, API, command and ledger that names one:
+        the curated judge record's name (``smollm``), else the run's judge (``offline``,
+        ``openai:MODEL``, ``replay:DIR``).
+
+        The default records (``offline``, ``openai``) add nothing to the run's own spelling,
+        which carries the model. An audit run of a curated record stores its name as its board
+        (no query); other runs read their record (list pages select it with the run).
+        """
+        board = (self.judge_config or {}).get("board")
+        if board:
+            return str(board)
+        if self.judge_record_id is not None:
+            name = self.judge_record.name  # type: ignore[union-attr]
+            if name not in DEFAULT_JUDGE_RECORD_NAMES:
+                return name
+        return self.judge
+
+    @property
     def progress_percent(self) -> float:
         if not self.progress_total:
             return 0.0
@@ -222,12 +243,28 @@ class PieceStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
+# The error of a piece parked because a write failed (a full disk): health and metrics find
+# them by it; the sweeper tries them again as it does pieces parked on a down judge.
+WRITE_FAILURE_PREFIX = "Write failed: "
+
+# The error of a piece its run's cancel ended (stored as failed, so that every reader of ended
+# pieces stays as it is): metrics count these as cancelled, not failed.
+PIECE_CANCELLED_ERROR = "run cancelled"
+
+
 class RunPieceQuerySet(models.QuerySet["RunPiece"]):
     def unfinished(self) -> RunPieceQuerySet:
         return self.exclude(status__in=[PieceStatus.DONE, PieceStatus.FAILED])
 
+    def cancelled(self) -> RunPieceQuerySet:
+        return self.filter(status=PieceStatus.FAILED, error=PIECE_CANCELLED_ERROR)
+
+    def parked_on_write_failure(self) -> RunPieceQuerySet:
+        return self.filter(status=PieceStatus.WAITING, error__startswith=WRITE_FAILURE_PREFIX)
+
     def lease_expired(self, now: Any = None) -> RunPieceQuerySet:
-        return self.filter(status=PieceStatus.RUNNING, lease_expires_at__lt=now or timezone.now())
+        # The database's clock by default: the one leases are written by.
+        return self.filter(status=PieceStatus.RUNNING, lease_expires_at__lt=now or Now())
 
 
 class RunPiece(models.Model):
@@ -253,6 +290,11 @@ class RunPiece(models.Model):
     requeues = models.PositiveIntegerField(default=0)
     # A piece parked while the judge was down is not handed out again before this.
     retry_at = models.DateTimeField(null=True, blank=True)
+    # The judge outage its worker is riding out, as the worker last saw it (ISO times):
+    # {"since", "next_try" (null while a probe is in flight), "gives_up_at", "error"}; empty
+    # once the judge answers. Its run's page says why it waits from this
+    # (selectors.run_health.run_waiting_reason).
+    judge_outage = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
@@ -267,3 +309,17 @@ class RunPiece(models.Model):
 
     def __str__(self) -> str:
         return f"run #{self.run_id} piece {self.key or '-'} ({self.status}, attempt {self.attempt})"
+
+
+class WorkerClock(models.Model):
+    """How far a worker machine's clock is from the database's, measured when a worker
+    process starts and on each sweep. Leases are timed by the database's clock, so a skewed
+    worker cannot take or lose a piece by it; what it writes by its own clock (a run's start
+    and end times, log lines) is off by this much."""
+
+    host = models.CharField(max_length=200, unique=True)
+    skew_s = models.FloatField(help_text="The database's clock minus this host's, in seconds.")
+    measured_at = models.DateTimeField(help_text="By the database's clock.")
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.skew_s:+.2f} s"

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
-from django.db.models import Count, Max, Q, QuerySet
-from django.utils import timezone
+from django.db.models import Count, Max
 
 from benchmarks_app.models import (
     AuditRepoResult,
     AuditTruthResult,
-    Benchmark,
     EvaluationRun,
     JudgeCall,
     MatchOutcome,
@@ -28,18 +24,15 @@ from benchmarks_app.models import (
     TruthFinding,
 )
 from benchmarks_app.models.audit import AuditBoardRow, AuditRunScan
-from benchmarks_app.models.phases import Phase
+from benchmarks_app.selectors.audit_board_results import board_judge_key
 from benchmarks_app.selectors.audit_boards import (
     Board,
     BoardNotFound,
     audit_leaderboard,
-    board_judge_key,
     resolve_board,
 )
 from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, attach_marks
-from benchmarks_app.selectors.phases import phase_limits
 from benchmarks_app.selectors.visibility import (
-    is_staff,
     truth_details_visible,
     visible_runs,
     visible_scanners,
@@ -57,16 +50,13 @@ __all__ = [
     "NOT_JUDGED",
     "RUN_PAGE_REPOS",
     "RUN_PAGE_ROWS",
-    "AuditSubmissionQuota",
     "BoardNotFound",
     "RepoSection",
     "ReportNotFound",
     "RunPage",
-    "audit_daily_limit",
     "audit_leaderboard",
     "audit_report",
     "audit_run_detail",
-    "audit_submission_quota",
     "run_judge_calls",
 ]
 
@@ -91,19 +81,12 @@ def _scan_versions(rows: list[AuditRepoResult]) -> dict[str, int]:
 EVERYONE: Any = object()
 
 
-def hidden_phase_runs_visible(runs: QuerySet[EvaluationRun], user: Any) -> QuerySet[EvaluationRun]:
-    """``runs`` without those of a hidden, unrevealed phase, except for staff and for the
-    owner of the run's scanner (participants see only their own scores meanwhile)."""
-    if user is EVERYONE or is_staff(user):
-        return runs
-    shown = Q(phase__isnull=True) | Q(phase__is_hidden=False) | Q(phase__revealed_at__isnull=False)
-    if getattr(user, "is_authenticated", False):
-        shown |= Q(scanner__owner=user)
-    return runs.filter(shown)
-
-
 def _run_report(scanner: Scanner, run_id: int, user: Any = EVERYONE) -> dict[str, Any]:
-    runs = hidden_phase_runs_visible(EvaluationRun.objects.filter(scanner=scanner), user)
+    # The policy's runs (a hidden phase's only to their entrant and staff); the command line
+    # (EVERYONE) reads them all.
+    runs = (EvaluationRun.objects.all() if user is EVERYONE else visible_runs(user)).filter(
+        scanner=scanner
+    )
     evaluation = runs.filter(pk=run_id).first()
     if evaluation is None:
         raise ReportNotFound(f"run: no run #{run_id} of scanner {scanner.name!r}")
@@ -291,9 +274,7 @@ def audit_run_detail(
     """A run with per-repo tables of truth results, bounded in size (:data:`RUN_PAGE_ROWS`,
     :data:`RUN_PAGE_REPOS`); hidden truth text is left out."""
     view = view or RunPage()
-    run = hidden_phase_runs_visible(visible_runs(user).filter(benchmark="audit"), user).get(
-        pk=run_id
-    )
+    run = visible_runs(user).filter(benchmark="audit").get(pk=run_id)
     latest_repo = (
         AuditRepoResult.objects.filter(run=run)
         .values("repo_id")
@@ -408,102 +389,6 @@ def audit_run_detail(
         first = (section.row_page - 1) * RUN_PAGE_ROWS
         section.rows = ordered_rows[first : first + RUN_PAGE_ROWS]
     return run, list(sections.values())
-
-
-# --- participants' submissions ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AuditSubmissionQuota:
-    """A participant's audit submissions today (UTC day); ``daily_limit`` None: no limit.
-
-    In a phase with limits of its own, both counts are of that phase's submissions, and
-    ``total_limit`` caps the phase's submissions in all (None: no cap).
-    """
-
-    daily_limit: int | None
-    used_today: int
-    resets_at: datetime
-    total_limit: int | None = None
-    used_total: int = 0
-    phase: str | None = None
-
-    @property
-    def remaining(self) -> int | None:
-        left = []
-        if self.daily_limit is not None:
-            left.append(max(0, self.daily_limit - self.used_today))
-        if self.total_limit is not None:
-            left.append(max(0, self.total_limit - self.used_total))
-        return min(left) if left else None
-
-    @property
-    def total_reached(self) -> bool:
-        return self.total_limit is not None and self.used_total >= self.total_limit
-
-    @property
-    def exceeded_message(self) -> str:
-        where = f" in phase {self.phase}" if self.phase else ""
-        if self.total_reached:
-            return (
-                f"the limit of {self.total_limit} audit submission(s){where} is reached "
-                f"({self.used_total} made); no more are accepted in this phase"
-            )
-        return (
-            f"the daily limit of {self.daily_limit} audit submission(s){where} is reached "
-            f"({self.used_today} today); the next one is possible after "
-            f"{self.resets_at:%Y-%m-%d %H:%M} UTC"
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "daily_limit": self.daily_limit,
-            "used_today": self.used_today,
-            "remaining": self.remaining,
-            "resets_at": self.resets_at.isoformat(),
-        }
-        if self.phase is not None:
-            out.update(phase=self.phase, total_limit=self.total_limit, used_total=self.used_total)
-        return out
-
-
-def audit_daily_limit() -> int | None:
-    """``AUDIT_DAILY_SUBMISSIONS`` (default 10; None: unlimited; 0: none allowed)."""
-    value = getattr(settings, "AUDIT_DAILY_SUBMISSIONS", 10)
-    return None if value is None else max(0, int(value))
-
-
-def audit_submission_quota(
-    *, user: Any, now: datetime | None = None, phase: Phase | None = None
-) -> AuditSubmissionQuota:
-    """Every audit run the user created today counts, whatever became of it: a run that the
-    judge failed still cost its calls. Refused submissions store no run and do not count
-    (nor do identical re-uploads, which store none).
-
-    Submissions in a ``phase`` that sets limits (daily, total) count against those, within
-    the phase, instead of the site's daily limit (``AUDIT_DAILY_SUBMISSIONS``).
-    """
-    now = now or timezone.now()
-    day_start = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    mine = EvaluationRun.objects.filter(
-        benchmark=Benchmark.AUDIT, created_by_id=getattr(user, "pk", None)
-    )
-    daily, total = phase_limits(phase)
-    if phase is not None and (daily is not None or total is not None):
-        in_phase = mine.filter(phase=phase)
-        return AuditSubmissionQuota(
-            daily_limit=daily,
-            used_today=in_phase.filter(created_at__gte=day_start).count(),
-            resets_at=day_start + timedelta(days=1),
-            total_limit=total,
-            used_total=in_phase.count() if total is not None else 0,
-            phase=phase.name,
-        )
-    return AuditSubmissionQuota(
-        daily_limit=audit_daily_limit(),
-        used_today=mine.filter(created_at__gte=day_start).count(),
-        resets_at=day_start + timedelta(days=1),
-    )
 
 
 # Ledger statuses of requests actually sent to the judge (a cached verdict cost nothing).

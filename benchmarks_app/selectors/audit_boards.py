@@ -9,7 +9,8 @@ A release with phases (development, final, …) has, besides its whole board (ro
 phase), one board per phase, of that phase's runs only. A hidden phase's board is for staff
 until it is revealed; meanwhile a participant sees only the rows of their own scanners
 (:func:`board_row_queryset`). A scanner's owner may choose which of its complete runs stands
-for it on a board (``EvaluationRun.board_choice``); otherwise each repo's latest result does.
+for it on a board (``EvaluationRun.board_choice``); otherwise each repo's latest result does
+(:mod:`.audit_board_results` picks them, and the board key a run counts on).
 """
 
 from __future__ import annotations
@@ -17,19 +18,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.db.models import Count, F, QuerySet
 from django.db.models.functions import Lower
 
 from benchmarks_app.formatting import whole_number
-from benchmarks_app.models import AuditRepoResult, Benchmark, EvaluationRun, Phase, Repo
+from benchmarks_app.models import (
+    Phase,
+    Repo,
+    Scanner,
+)
 from benchmarks_app.models.audit import AuditBoardRow, AuditDataset, DatasetRelease
+from benchmarks_app.selectors.audit_board_results import default_judge_key, release_repo_ids
 from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, attach_marks, own_order
 from benchmarks_app.selectors.board_ordering import Ordered, Reversed
 from benchmarks_app.selectors.paired import paired_fields
 from benchmarks_app.selectors.phases import phase_board_visible
-from scoring.audit.judges import parse_judge_spec
 
 # The columns of ``audit_leaderboard --format json`` and ``/api/audit/leaderboard/``.
 PUBLIC_ROW_KEYS = (
@@ -61,123 +65,8 @@ class BoardNotFound(LookupError):
     """No such dataset, release or judge board; the message is ``"field: problem"``."""
 
 
-def judge_key(judge: str, judge_config: dict[str, Any] | None) -> str:
-    """The board a run of ``judge`` counts on: ``offline``, ``openai:MODEL`` or ``replay:DIR``.
-
-    LLM judges of different models never share a board; a run of a curated judge record
-    (other than the default ``offline`` and ``openai``) counts on the board of its name.
-    """
-    board = (judge_config or {}).get("board")
-    if board:
-        return str(board)
-    try:
-        spec = parse_judge_spec(judge)
-    except ValueError:
-        return judge
-    if spec.kind == "openai":
-        model = (judge_config or {}).get("model")
-        return f"openai:{model}" if model else "openai"
-    return spec.label
-
-
-def board_judge_key(run: EvaluationRun) -> str:
-    return judge_key(run.judge, run.judge_config)
-
-
-def default_judge_key() -> str:
-    """The board judge of runs that name no judge (``JUDGE_DEFAULT``)."""
-    default = str(getattr(settings, "JUDGE_DEFAULT", "offline") or "offline")
-    return judge_key(default, {"model": getattr(settings, "JUDGE_MODEL", "")})
-
-
-def release_repo_ids(release: DatasetRelease) -> set[int]:
-    """The repos a release covers: those frozen with it, and those of its truth findings."""
-    ids = set(release.repos.values_list("pk", flat=True))
-    ids |= set(release.truth_findings.values_list("repo_id", flat=True))
-    return ids
-
-
 def release_repos(release: DatasetRelease) -> list[Repo]:
     return list(Repo.objects.filter(pk__in=release_repo_ids(release)).order_by("project_id"))
-
-
-def _board_runs(
-    *,
-    release: DatasetRelease,
-    judge: str,
-    phase: Phase | None = None,
-    scanner_id: int | None = None,
-) -> list[EvaluationRun]:
-    runs = EvaluationRun.objects.filter(benchmark=Benchmark.AUDIT, release=release)
-    if scanner_id is not None:
-        runs = runs.filter(scanner_id=scanner_id)
-    if phase is not None:
-        runs = runs.filter(phase=phase)
-    else:
-        # The whole board is public: runs of a hidden phase join it once it is revealed.
-        runs = runs.filter(
-            Q(phase__isnull=True) | Q(phase__is_hidden=False) | Q(phase__revealed_at__isnull=False)
-        )
-    # Unordered: the runs' default order (newest first) made SQLite walk the run list's
-    # index over every run of the benchmark rather than look up one scanner's few runs.
-    runs = runs.only("id", "judge", "judge_config", "scanner_id", "board_choice", "phase_id")
-    return [run for run in runs.order_by() if board_judge_key(run) == judge]
-
-
-def board_run_ids(*, release: DatasetRelease, judge: str, phase: Phase | None = None) -> list[int]:
-    """The runs a board counts: the release's runs of that judge (of ``phase`` only, if given)."""
-    return [run.pk for run in _board_runs(release=release, judge=judge, phase=phase)]
-
-
-def board_chosen_runs(
-    *,
-    release: DatasetRelease,
-    judge: str,
-    phase: Phase | None = None,
-    scanner_id: int | None = None,
-) -> dict[int, int]:
-    """Scanner id → the run its owner chose for this board (the latest choice on a whole
-    release's board, where each phase may hold one); of one scanner only with ``scanner_id``."""
-    chosen: dict[int, int] = {}
-    for run in _board_runs(release=release, judge=judge, phase=phase, scanner_id=scanner_id):
-        if run.board_choice and run.scanner_id is not None:
-            chosen[run.scanner_id] = max(run.pk, chosen.get(run.scanner_id, 0))
-    return chosen
-
-
-def board_repo_results(
-    *,
-    release: DatasetRelease,
-    judge: str,
-    phase: Phase | None = None,
-    scanner_id: int | None = None,
-) -> list[AuditRepoResult]:
-    """Per scanner and repo of the release, the result the board counts.
-
-    A scanner whose owner chose a run: that run's complete results (the owner chose them,
-    even if newer versions were uploaded since). Any other scanner: per repo, the latest
-    complete result of the board's runs whose judged version is still the current one.
-    With ``scanner_id``, that scanner's results only (what one run's end changes).
-    """
-    runs = _board_runs(release=release, judge=judge, phase=phase, scanner_id=scanner_id)
-    chosen = board_chosen_runs(release=release, judge=judge, phase=phase, scanner_id=scanner_id)
-    repo_ids = release_repo_ids(release)
-    others = [r.pk for r in runs if r.scanner_id not in chosen]
-    qs = AuditRepoResult.objects.filter(
-        run_id__in=others, is_complete=True, repo_id__in=repo_ids
-    ).filter(Q(scan_result__isnull=True) | Q(scan_result__is_current=True))
-    latest = qs.values("scanner_id", "repo_id").annotate(latest=Max("id")).values("latest")
-    picked = AuditRepoResult.objects.filter(
-        run_id__in=list(chosen.values()), is_complete=True, repo_id__in=repo_ids
-    )
-    latest_picked = (
-        picked.values("scanner_id", "repo_id").annotate(latest=Max("id")).values("latest")
-    )
-    return list(
-        AuditRepoResult.objects.filter(Q(id__in=latest) | Q(id__in=latest_picked)).order_by(
-            "scanner_id", "repo_id"
-        )
-    )
 
 
 def published_release(dataset: AuditDataset) -> DatasetRelease | None:
@@ -480,3 +369,11 @@ AUDIT_ORDERING_COLUMNS: dict[str, Any] = {
     "f1_with_partial": F("f1_with_partial"),
 }
 assert list(AUDIT_ORDERING_COLUMNS) == [k for k in PUBLIC_ROW_KEYS if k != "f1_with_partial_ci"]
+
+
+def own_scanner_ids(user: Any) -> set[int]:
+    """The ids of ``user``'s own scanners ("you are here" on the boards); none for an
+    anonymous reader."""
+    if not getattr(user, "is_authenticated", False):
+        return set()
+    return set(Scanner.objects.filter(owner=user).values_list("pk", flat=True))

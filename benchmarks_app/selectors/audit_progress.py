@@ -3,12 +3,11 @@ entries are being evaluated (after a new release is made official, say)."""
 
 from __future__ import annotations
 
-from django.db.models import Q
-
-from benchmarks_app.models import EvaluationRun, Phase, Scanner
+from benchmarks_app.models import EvaluationRun, Scanner
 from benchmarks_app.models.audit import DatasetRelease
 from benchmarks_app.models.runs import ACTIVE_STATUSES
-from benchmarks_app.selectors.audit_boards import board_judge_key
+from benchmarks_app.selectors.audit_board_results import board_judge_key
+from benchmarks_app.selectors.visibility import in_unrevealed_phase
 
 
 def board_runs_in_progress(
@@ -31,9 +30,7 @@ def board_runs_in_progress(
         runs = runs.filter(scanner=scanner)
     # Hidden-phase entrants stay unnamed: their runs are not announced on the public board.
     # A subquery on the small phase table, not a join, for the same reason.
-    runs = runs.filter(
-        Q(phase__isnull=True) | Q(phase_id__in=Phase.objects.filter(is_hidden=False).values("pk"))
-    )
+    runs = runs.exclude(in_unrevealed_phase())
     return [
         run for run in runs.order_by("created_at") if judge is None or board_judge_key(run) == judge
     ]

@@ -180,3 +180,9 @@ def board_row_dict(row: ChecklistBoardRow, *, board: ChecklistBoard) -> dict[str
 def board_has_phaseless_rows(challenge: Challenge) -> bool:
     """Whether entries made before the challenge had phases are on a board of their own."""
     return ChecklistBoardRow.objects.on_phase(None).filter(challenge=challenge).exists()
+
+
+def checklist_board_page_rows(ids: list[int]) -> dict[int, ChecklistBoardRow]:
+    """The stored board rows ``ids`` (a page whose ids :func:`checklist_board` chose, so seen
+    by its viewer) by pk, with their teams."""
+    return ChecklistBoardRow.objects.select_related("team").in_bulk(ids)

@@ -1,4 +1,5 @@
-"""Judges' judgements as items, their agreement with curated verdicts, and the review queue.
+"""Judges' judgements as items, and their agreement with curated verdicts (the review queue of
+the undecided ones is :mod:`.verdict_review_queue`).
 
 A judgement is one run's answer on one item (see :mod:`benchmarks_app.models.verdicts` for the
 item keys): an audit truth finding's consensus outcome (match / partial / none; a failed one
@@ -40,8 +41,6 @@ FAILED = "failed or invalid call"
 PARTIAL = "partial match"
 SAMPLE = "sample"
 REASON_ORDER = (SPLIT_VOTE, FAILED, PARTIAL, SAMPLE)
-# The queue reads the judgements of this many latest runs of each benchmark.
-QUEUE_RUNS = 50
 
 
 @dataclass
@@ -87,12 +86,15 @@ def audit_judgements(runs: Iterable[dict[str, Any]]) -> list[Judgement]:
     judges = {r["id"]: run_judge_key(r) for r in runs if r["benchmark"] == Benchmark.AUDIT}
     if not judges:
         return []
-    versions = {
-        (s["run_id"], s["repo_id"]): s["scan_result__content_hash"] or f"scan-{s['scan_result_id']}"
-        for s in AuditRunScan.objects.filter(run_id__in=judges).values(
-            "run_id", "repo_id", "scan_result_id", "scan_result__content_hash"
-        )
-    }
+    run_scans = AuditRunScan.objects.filter(run_id__in=judges).values(
+        "run_id", "repo_id", "scan_result_id", "scan_result__content_hash"
+    )
+    versions: dict[tuple[int, int], str] = {}
+    scan_results: dict[tuple[int, int], int] = {}
+    for s in run_scans:
+        key = (s["run_id"], s["repo_id"])
+        versions[key] = s["scan_result__content_hash"] or f"scan-{s['scan_result_id']}"
+        scan_results[key] = s["scan_result_id"]
     latest: dict[tuple[int, int], dict[str, Any]] = {}
     rows = (
         AuditTruthResult.objects.filter(run_id__in=judges)
@@ -149,6 +151,10 @@ def audit_judgements(runs: Iterable[dict[str, Any]]) -> list[Judgement]:
                 label=label,
                 reasons=reasons,
                 detail={
+                    # Where the review queue's page finds its evidence
+                    # (verdict_review_queue.review_evidence).
+                    "result_id": row["id"],
+                    "scan_result_id": scan_results[(row["run_id"], row["repo_id"])],
                     "scan_index": row["scan_finding__index"],
                     "scan_title": row["scan_finding__title"] or "",
                     "votes": [str(v.get("verdict") or "failed") for v in row["votes"] or []],
@@ -201,7 +207,7 @@ def current_verdicts(benchmark: str | None = None) -> dict[tuple[str, str], Cura
     return {(v.benchmark, v.item_key): v for v in found}
 
 
-def _latest_per_judge_item(found: Iterable[Judgement]) -> list[Judgement]:
+def latest_per_judge_item(found: Iterable[Judgement]) -> list[Judgement]:
     latest: dict[tuple[str, str, str], Judgement] = {}
     for j in found:
         key = (j.judge, j.benchmark, j.item_key)
@@ -258,7 +264,7 @@ def agreement_of(found: Iterable[Judgement]) -> list[JudgeAgreement]:
     seen: set[tuple[str, str]] = set()
     # In item order: the bootstrap's seeded draws then pick the same items whatever order the
     # runs stored their results in, so an interval is reproducible.
-    for j in sorted(_latest_per_judge_item(found), key=lambda j: j.item_key):
+    for j in sorted(latest_per_judge_item(found), key=lambda j: j.item_key):
         group = (j.judge, j.benchmark)
         seen.add(group)
         curated = verdicts.get((j.benchmark, j.item_key))
@@ -406,70 +412,3 @@ def _empty(judge: str, benchmark: str) -> dict[str, Any]:
         min_curated=int(settings.JUDGE_AGREEMENT_MIN_CURATED),
         min_kappa=float(settings.JUDGE_AGREEMENT_MIN_KAPPA),
     ).as_dict()
-
-
-# --- The review queue -----------------------------------------------------------------------
-
-
-@dataclass
-class QueueItem:
-    benchmark: str
-    item_key: str
-    item_label: str
-    reasons: list[str]
-    judgements: list[Judgement]
-    classes: tuple[str, ...]
-
-    @property
-    def reason(self) -> str:
-        return ", ".join(self.reasons)
-
-
-def in_sample(item_key: str, *, rate: float, seed: int) -> bool:
-    """Whether an uncontested item is in the review sample: a hash of the key and seed, so the
-    same items are drawn on every page load and by every maintainer."""
-    digest = hashlib.sha256(f"{seed}:{item_key}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < rate
-
-
-def review_queue(*, benchmark: str | None = None, reason: str | None = None) -> list[QueueItem]:
-    """Items without a curated verdict whose judgements are contested (split votes, failed or
-    invalid calls, partial matches, judges that disagree), then a seeded sample of the rest."""
-    runs = EvaluationRun.objects.filter(benchmark__in=list(VERDICT_CLASSES))
-    if benchmark:
-        runs = runs.filter(benchmark=benchmark)
-    recent: list[int] = []
-    for name in VERDICT_CLASSES:
-        recent += list(
-            runs.filter(benchmark=name).order_by("-id").values_list("id", flat=True)[:QUEUE_RUNS]
-        )
-    found = _latest_per_judge_item(judgements(EvaluationRun.objects.filter(pk__in=recent)))
-    settled = {key for key in current_verdicts(benchmark)}
-    items: dict[tuple[str, str], QueueItem] = {}
-    for j in found:
-        key = (j.benchmark, j.item_key)
-        if key in settled:
-            continue
-        item = items.get(key)
-        if item is None:
-            item = items[key] = QueueItem(
-                j.benchmark, j.item_key, j.item_label, [], [], VERDICT_CLASSES[j.benchmark]
-            )
-        item.judgements.append(j)
-        for r in j.reasons:
-            if r not in item.reasons:
-                item.reasons.append(r)
-    rate, seed = float(settings.JUDGE_REVIEW_SAMPLE_RATE), int(settings.JUDGE_REVIEW_SEED)
-    queue = []
-    for item in items.values():
-        labels = {j.label for j in item.judgements if j.label is not None}
-        if len(labels) > 1 and SPLIT_VOTE not in item.reasons:
-            item.reasons.insert(0, SPLIT_VOTE)  # judges that disagree split the vote too
-        if not item.reasons and in_sample(item.item_key, rate=rate, seed=seed):
-            item.reasons.append(SAMPLE)
-        if item.reasons and (reason is None or reason in item.reasons):
-            item.reasons.sort(key=REASON_ORDER.index)
-            item.judgements.sort(key=lambda j: (j.judge, j.run_id))
-            queue.append(item)
-    queue.sort(key=lambda i: (REASON_ORDER.index(i.reasons[0]), i.benchmark, i.item_key))
-    return queue

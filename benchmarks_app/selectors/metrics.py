@@ -13,11 +13,16 @@ from django.conf import settings
 from django.db.models import Count, Q, Sum
 
 from benchmarks_app.models import EvaluationRun, JudgeCall, PieceStatus, RunPiece, RunStatus
-from benchmarks_app.selectors.run_health import stuck_runs
+from benchmarks_app.models.runs import PIECE_CANCELLED_ERROR
+from benchmarks_app.selectors.health import clusters_alive
+from benchmarks_app.selectors.run_health import stuck_runs, worker_clock_skews
 
 logger = logging.getLogger(__name__)
 
 # Upper bounds (seconds) of the judge-call latency histogram.
+# The piece state /metrics adds to PieceStatus's: ended by its run's cancel.
+PIECE_CANCELLED = "cancelled"
+
 LATENCY_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
@@ -27,8 +32,11 @@ class Metrics:
     runs_stuck: int = 0
     pieces: dict[str, int] = field(default_factory=dict)
     pieces_requeued: int = 0
+    pieces_parked_on_write_failure: int = 0
     queue_depth: int | None = None
     clusters_alive: int | None = None
+    # Per worker host measured lately: the database's clock minus the host's (seconds).
+    clock_skew_s: dict[str, float] = field(default_factory=dict)
     judge_calls: dict[str, int] = field(default_factory=dict)
     # Answered calls: cumulative count per bucket bound, then the total count and sum.
     latency_buckets: list[tuple[float, int]] = field(default_factory=list)
@@ -48,15 +56,6 @@ def _queue_depth() -> int | None:
         return None
 
 
-def _clusters_alive() -> int | None:
-    from django_q.status import Stat
-
-    try:
-        return sum(1 for stat in Stat.get_all() if getattr(stat, "status", "") != "Stopped")
-    except Exception:
-        return None
-
-
 def site_metrics() -> Metrics:
     from benchmarks_app.models import Benchmark
     from benchmarks_app.models.judging import JudgeCallStatus
@@ -68,18 +67,33 @@ def site_metrics() -> Metrics:
     for row in EvaluationRun.objects.values("benchmark", "status").annotate(n=Count("id")):
         m.runs[(row["benchmark"], row["status"])] = row["n"]
     m.runs_stuck = stuck_runs().count()
-    m.pieces = dict.fromkeys(PieceStatus.values, 0)
-    for row in RunPiece.objects.values("status").annotate(n=Count("id")):
-        m.pieces[row["status"]] = row["n"]
+    # Pieces a cancel ended are stored as failed (every reader of ended pieces stays as it
+    # is), but they did not fail: they count as cancelled.
+    m.pieces = dict.fromkeys([*PieceStatus.values, PIECE_CANCELLED], 0)
+    by_status = RunPiece.objects.values("status").annotate(
+        n=Count("id"), cancelled=Count("id", filter=Q(error=PIECE_CANCELLED_ERROR))
+    )
+    for row in by_status:
+        cancelled = row["cancelled"] if row["status"] == PieceStatus.FAILED else 0
+        m.pieces[row["status"]] = row["n"] - cancelled
+        m.pieces[PIECE_CANCELLED] += cancelled
     m.pieces_requeued = RunPiece.objects.aggregate(n=Sum("requeues"))["n"] or 0
+    m.pieces_parked_on_write_failure = RunPiece.objects.parked_on_write_failure().count()
     m.queue_depth = _queue_depth()
-    m.clusters_alive = _clusters_alive()
+    m.clusters_alive = clusters_alive()
+    m.clock_skew_s = worker_clock_skews()
     m.judge_calls = dict.fromkeys(JudgeCallStatus.values, 0)
     for row in JudgeCall.objects.values("status").annotate(n=Count("id")):
         m.judge_calls[row["status"]] = row["n"]
-    # Answered calls only: a cache hit costs no time, a pending or lost call has none.
+    # Answered calls only: a cache hit costs no time, a pending, lost or interrupted call
+    # has none.
     answered = JudgeCall.objects.exclude(
-        status__in=[JudgeCallStatus.CACHED, JudgeCallStatus.PENDING, JudgeCallStatus.LOST]
+        status__in=[
+            JudgeCallStatus.CACHED,
+            JudgeCallStatus.PENDING,
+            JudgeCallStatus.LOST,
+            JudgeCallStatus.INTERRUPTED,
+        ]
     )
     figures = answered.aggregate(
         count=Count("id"),

@@ -41,7 +41,7 @@ from scoring.checklist.questions import QUESTION_NUMBERS
 from scoring.checklist.scores import PaperAssessment, s_from_sums, s_units
 from scoring.probes.metrics import resilience_from_sums
 from scoring.stats import DEFAULT_RESAMPLES
-from scoring.stats.paired import PairedEntry, paired_difference
+from scoring.stats.paired import PAIRED_SEED, PairedEntry, paired_difference
 
 KINDS = ("audit", "probes", "checklist")
 _KEY = re.compile(r"(audit|probes|checklist):([0-9]+):(-|[0-9]+):(.*)")
@@ -249,6 +249,14 @@ def paired_pending(key: BoardKey) -> bool:
     return PairedRefresh.objects.filter(board=str(key)).exists()
 
 
+def paired_summary(key: BoardKey) -> Any | None:
+    """What the last paired refresh of board ``key`` did (pairs tested, split, correction),
+    or None before its first."""
+    from benchmarks_app.models import PairedBoardSummary
+
+    return PairedBoardSummary.objects.filter(board=str(key)).first()
+
+
 def visible_board_row(key: BoardKey, pk: int, user: Any) -> Any | None:
     """Row ``pk`` of board ``key`` if ``user`` may see it, else None (as if absent).
 
@@ -283,14 +291,39 @@ class EntryNotFound(LookupError):
     """An entry that is not on the board or not visible; the message is ``"field: problem"``."""
 
 
+def rule_fixed_order(key: BoardKey, rows: list[Any]) -> str:
+    """Why the board orders two of its rows by rule rather than by their intervals, or "".
+
+    The checklist challenge's rule: a genuine-only entry scores S = 0 exactly (it has no A
+    and T papers to measure), so it ranks below every entry with S > 0, whatever the
+    intervals or the paired difference say.
+    """
+    if key.kind != "checklist" or len(rows) != 2:
+        return ""
+    fixed = [r.kind == SubmissionKind.GENUINE_ONLY and not r.s for r in rows]
+    if fixed[0] == fixed[1]:
+        return ""
+    other = rows[1] if fixed[0] else rows[0]
+    if not other.s:
+        return ""
+    return (
+        "A genuine-only entry has S = 0 by the challenge's rule (no A and T papers, nothing "
+        "measured), so the board ranks it below every entry with S > 0, whatever the "
+        "interval of their difference says."
+    )
+
+
 def paired_compare(*, board: BoardKey, a: int, b: int, user: Any) -> dict[str, Any]:
     """The paired difference ``a - b`` of two rows (ids) of ``board`` that ``user`` may see,
-    with its 95% paired interval (:func:`scoring.stats.paired.paired_difference`)."""
-    from benchmarks_app.services.paired import PAIRED_SEED
-
+    with its 95% paired interval (:func:`scoring.stats.paired.paired_difference`), the
+    exact test's p-value on the items where the two differ, and the resampled differences
+    (``draws``, for the page's picture; the API leaves them out)."""
+    rows = []
     for name, pk in (("a", a), ("b", b)):
-        if visible_board_row(board, pk, user) is None:
+        row = visible_board_row(board, pk, user)
+        if row is None:
             raise EntryNotFound(f"{name}: no entry {pk} on board {board}")
+        rows.append(row)
     items = board_items(board.kind, [a, b])
     for name, pk in (("a", a), ("b", b)):
         if pk not in items:
@@ -313,4 +346,11 @@ def paired_compare(*, board: BoardKey, a: int, b: int, user: Any) -> dict[str, A
         "resamples": diff.resamples,
         "seed": diff.seed,
         "significant": diff.significant,
+        "interval_excludes_zero": diff.interval_excludes_zero,
+        "p_value": diff.p_value,
+        "exact_p": diff.exact_p,
+        "items": len(keys_a),
+        "discordant_items": diff.discordant,
+        "rule_fixed": rule_fixed_order(board, rows),
+        "draws": diff.draws,
     }

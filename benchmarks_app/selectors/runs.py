@@ -416,7 +416,8 @@ def run_judge_usage(*, run: EvaluationRun) -> JudgeUsage:
     """Calls (new / cached), tokens, latency percentiles and estimated cost of ``run``'s judge.
 
     Latency is over the requests sent; the cost uses JUDGE_PRICE_IN_PER_MTOK and
-    JUDGE_PRICE_OUT_PER_MTOK when either is set.
+    JUDGE_PRICE_OUT_PER_MTOK when either is set, and JUDGE_PRICE_CACHED_IN_PER_MTOK for the
+    input tokens the server read from its prompt cache.
     """
     from django.db.models import Count, Sum
 
@@ -427,6 +428,7 @@ def run_judge_usage(*, run: EvaluationRun) -> JudgeUsage:
         tin=Sum("tokens_in"),
         tout=Sum("tokens_out"),
         treason=Sum("tokens_reasoning"),
+        tcached=Sum("tokens_cached"),
     )
     latencies = list(sent.exclude(status="lost").values_list("latency_ms", flat=True))
     return judge_usage(
@@ -435,7 +437,14 @@ def run_judge_usage(*, run: EvaluationRun) -> JudgeUsage:
         tokens_in=int(totals["tin"] or 0),
         tokens_out=int(totals["tout"] or 0),
         tokens_reasoning=int(totals["treason"] or 0),
+        tokens_cached=int(totals["tcached"] or 0),
         latencies_ms=latencies,
         price_in_per_mtok=float(getattr(settings, "JUDGE_PRICE_IN_PER_MTOK", 0.0) or 0.0),
         price_out_per_mtok=float(getattr(settings, "JUDGE_PRICE_OUT_PER_MTOK", 0.0) or 0.0),
+        price_cached_in_per_mtok=_cached_price(),
     )
+
+
+def _cached_price() -> float | None:
+    price = getattr(settings, "JUDGE_PRICE_CACHED_IN_PER_MTOK", None)
+    return None if price is None else float(price)

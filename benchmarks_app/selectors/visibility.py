@@ -5,6 +5,12 @@ place. Hidden ground truth (truth-finding titles and descriptions of repos not m
 anonymous users and participants see only names, sizes and severity counts) and the
 A/T papers of a checklist triplet, with their answers and assessments, reach only staff and
 the team that submitted them.
+
+Hidden phases: the entries and runs of a hidden phase not yet revealed reach only their
+entrant and staff. The rule is :func:`unrevealed_phases` and :func:`in_unrevealed_phase`;
+selectors and services that need "public only" (boards, runs in progress, actions taken on an
+entrant's behalf) exclude :func:`in_unrevealed_phase` rather than spell the phase's fields
+out (``tests/benchmarks_app/site/test_visibility_policy.py`` holds every other module to it).
 """
 
 from __future__ import annotations
@@ -16,18 +22,23 @@ from django.db.models import Case, Count, F, Q, QuerySet, TextField, Value, When
 from django.db.models.functions import Coalesce
 
 from benchmarks_app.models import (
+    Challenge,
     ChecklistAnswer,
     ChecklistAssessment,
     ChecklistSubmission,
     EvaluationRun,
     Paper,
     PaperKind,
+    ProbeSuite,
     Repo,
     ResponseSubmission,
     Scanner,
     TruthFinding,
+    Webhook,
+    WebhookDelivery,
 )
-from benchmarks_app.models.phases import Phase
+from benchmarks_app.models.audit import DatasetRelease
+from benchmarks_app.models.phases import Phase, PhaseQuerySet
 
 
 def is_staff(user: Any) -> bool:
@@ -38,6 +49,16 @@ def _team_ids(user: Any) -> list[int]:
     if user is None or not user.is_authenticated:
         return []
     return list(user.memberships.values_list("team_id", flat=True))
+
+
+def visible_webhooks(user: Any) -> QuerySet[Webhook]:
+    """A user's own webhooks (their URLs and secrets are theirs alone; staff use the admin)."""
+    return Webhook.objects.filter(owner_id=getattr(user, "pk", None))
+
+
+def visible_webhook_deliveries(user: Any) -> QuerySet[WebhookDelivery]:
+    """The deliveries of a user's own webhooks (receivers' answers may quote their URLs)."""
+    return WebhookDelivery.objects.filter(webhook__owner_id=getattr(user, "pk", None))
 
 
 def visible_repos(user: Any) -> QuerySet[Repo]:
@@ -91,8 +112,16 @@ def visible_checklist_assessments(user: Any) -> QuerySet[ChecklistAssessment]:
 
 
 def visible_probe_submissions(user: Any) -> QuerySet[ResponseSubmission]:
-    """Probe submissions and their reports are public; owners are shown only to staff."""
-    return ResponseSubmission.objects.select_related("suite")
+    """Probe submissions and their reports are public, but a hidden phase's (until it is
+    revealed) only to staff and their owner: participants see only their own scores meanwhile.
+    Owners are shown only to staff."""
+    submissions = ResponseSubmission.objects.select_related("suite")
+    if is_staff(user):
+        return submissions
+    hidden = in_unrevealed_phase()
+    if user is not None and user.is_authenticated:
+        return submissions.exclude(hidden & ~Q(owner_id=user.pk))
+    return submissions.exclude(hidden)
 
 
 def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
@@ -102,8 +131,9 @@ def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
     run's creator, the scanner's or submission's owner, the checklist team) and staff: their
     scores would otherwise leak the board the phase keeps hidden.
     """
+    # The judge record too: a run names its judge by the record's name (``judge_label``).
     qs = EvaluationRun.objects.select_related(
-        "scanner", "probe_submission__suite", "checklist_submission__team"
+        "scanner", "probe_submission__suite", "checklist_submission__team", "judge_record"
     )
     if is_staff(user):
         return qs
@@ -124,9 +154,7 @@ def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
         qs = qs.alias(checklist_entry=Coalesce("checklist_submission_id", 0)).filter(
             Q(checklist_entry=0) | Q(checklist_submission_id__in=team_entries)
         )
-    hidden = Q(
-        phase_id__in=Phase.objects.filter(is_hidden=True, revealed_at__isnull=True).values("pk")
-    )
+    hidden = hidden_phase_runs()
     if getattr(user, "is_authenticated", False):
         own = (
             Q(created_by_id=user.pk)
@@ -140,6 +168,23 @@ def visible_runs(user: Any) -> QuerySet[EvaluationRun]:
         )
         return qs.filter(~hidden | own)
     return qs.exclude(hidden)
+
+
+def is_entrant(user: Any, run: EvaluationRun) -> bool:
+    """Whether ``user`` entered ``run`` (as :func:`visible_runs` counts an entrant, who sees
+    the run in a hidden phase): its creator, the scanner's or submission's owner, a member of
+    the checklist team."""
+    if user is None or not user.is_authenticated:
+        return False
+    if run.created_by_id is not None and run.created_by_id == user.pk:
+        return True
+    if run.scanner_id is not None and run.scanner is not None:
+        return bool(run.scanner.owner_id == user.pk)
+    if run.probe_submission_id is not None and run.probe_submission is not None:
+        return bool(run.probe_submission.owner_id == user.pk)
+    if run.checklist_submission_id is not None and run.checklist_submission is not None:
+        return run.checklist_submission.team_id in _team_ids(user)
+    return False
 
 
 def visible_scanners(user: Any) -> QuerySet[Scanner]:
@@ -166,6 +211,54 @@ def visible_scanners(user: Any) -> QuerySet[Scanner]:
         .annotate(all_runs=Count("runs", distinct=True))
         .filter(mine | Q(run_count__gt=0) | Q(all_runs=0))
     )
+
+
+def unrevealed_phases() -> PhaseQuerySet:
+    """The hidden phases not yet revealed: their boards, entries and runs reach only their
+    entrants and staff."""
+    return Phase.objects.unrevealed()
+
+
+def unrevealed_phase_open(target: Challenge | DatasetRelease | ProbeSuite) -> Phase | None:
+    """The hidden phase of ``target`` open now and not yet revealed (the latest started): where
+    a run made on a hidden entrant's behalf goes, so that it stays as hidden as the entrant."""
+    return unrevealed_phases().for_target(target).open_at().order_by("-starts_at", "-pk").first()
+
+
+def in_unrevealed_phase(phase: str = "phase") -> Q:
+    """The rows whose phase (``phase``: the path to a ``Phase`` foreign key, "phase" or
+    "submission__phase"...) is hidden and not yet revealed. A subquery on the small phase
+    table rather than a join, so that a list keeps reading its own table's indexes; exclude
+    it for what everybody may see."""
+    return Q(**{f"{phase}__in": unrevealed_phases().values("pk")})
+
+
+def hidden_phase_runs() -> Q:
+    """The runs of a hidden phase not yet revealed (a filter on ``EvaluationRun``)."""
+    return in_unrevealed_phase("phase")
+
+
+def scanners_hidden_from_public(scanner_ids: list[int]) -> set[int]:
+    """Those of ``scanner_ids`` that anonymous visitors may not see: entrants of a hidden
+    phase not yet revealed, whose every run is in such a phase (:func:`visible_scanners`).
+
+    Actions that create runs on an entrant's behalf (a release evaluated again) ask this
+    before making a run that would be public: the run would put the entrant on public boards
+    and pages, and its bundle would carry the findings the phase keeps hidden.
+    """
+    if not scanner_ids:
+        return set()
+    with_runs = set(
+        EvaluationRun.objects.filter(scanner_id__in=scanner_ids).values_list(
+            "scanner_id", flat=True
+        )
+    )
+    shown = set(
+        EvaluationRun.objects.filter(scanner_id__in=scanner_ids)
+        .exclude(hidden_phase_runs())
+        .values_list("scanner_id", flat=True)
+    )
+    return with_runs - shown
 
 
 HIDDEN_PAPER_KINDS = (PaperKind.ADVERSARIAL, PaperKind.TRUTH)

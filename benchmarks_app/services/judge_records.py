@@ -35,6 +35,21 @@ class JudgeRecordError(ValueError):
     """A judge record that cannot be made or found; the message is ``"field: problem"``."""
 
 
+class JudgeBundleError(JudgeRecordError):
+    """A bundle that cannot be read (malformed, hostile): commands exit 2 on it, as
+    ``verify_run`` and ``python -m scoring.bundles`` do."""
+
+
+def _inside(folder: Path, name: str) -> Path:
+    """``folder/name``, refused unless it stays inside ``folder`` (the repo ids are checked by
+    the reader already; this holds whatever a later format lets through)."""
+    base = folder.resolve()
+    path = (base / name).resolve()
+    if path.parent != base:
+        raise JudgeBundleError(f"bundle: {name!r} would be written outside {base}")
+    return path
+
+
 def judge_records_ensure_defaults() -> None:
     """Create the default records where missing (never changes a curated one)."""
     for name, kind in DEFAULT_RECORDS:
@@ -199,9 +214,9 @@ def judge_record_import_bundle(
     try:
         bundle = read_bundle_file(bundle_path)
         files = audit_replay_files(bundle)
+        bad = [c for c in verify(bundle) if not c.ok]
     except BundleError as exc:
-        raise JudgeRecordError(f"bundle: {exc}") from None
-    bad = [c for c in verify(bundle) if not c.ok]
+        raise JudgeBundleError(f"bundle: {exc}") from None
     if bad:
         raise JudgeRecordError(f"bundle: does not verify ({len(bad)} mismatch): {bad[0].line()}")
     if not files:
@@ -212,10 +227,11 @@ def judge_record_import_bundle(
     target = Path(folder) if folder else Path(settings.MEDIA_ROOT) / "replays" / name
     if not replace and JudgeRecord.objects.filter(name=name).exists():
         raise JudgeRecordError(f"name: a judge record {name!r} exists; --replace updates it")
+    paths = {project: _inside(target, f"{project}_results.json") for project in files}
     try:
         target.mkdir(parents=True, exist_ok=True)
         for project, rows in files.items():
-            (target / f"{project}_results.json").write_text(json.dumps(rows), encoding="utf-8")
+            paths[project].write_text(json.dumps(rows), encoding="utf-8")
     except OSError as exc:
         raise JudgeRecordError(f"base_url: cannot write {target}: {exc.strerror or exc}") from None
     record = judge_record_create(

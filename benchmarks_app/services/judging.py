@@ -38,10 +38,10 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
+from benchmarks_app.db_pool import orm_trip
 from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, JudgeCall
 from benchmarks_app.models.judging import JudgeCallStatus
 from benchmarks_app.services.judge_records import judge_record_llm_config
@@ -116,14 +116,8 @@ class DbJudgeCache:
         prompt_version: str,
         vote_number: int,
     ) -> None:
-        await sync_to_async(self.put, thread_sensitive=True)(
-            key,
-            value,
-            judge=judge,
-            model=model,
-            prompt_version=prompt_version,
-            vote_number=vote_number,
-        )
+        write = CacheWrite(self, key, value, judge, model, prompt_version, vote_number)
+        await orm_trip(self.put)(key, value, **write.labels())
 
     @asynccontextmanager
     async def aflight(self, key: str, *, ttl_s: float) -> AsyncIterator[DbFlight]:
@@ -268,6 +262,7 @@ class LedgerRecorder:
             tokens_in=r.tokens_in,
             tokens_out=r.tokens_out,
             tokens_reasoning=r.tokens_reasoning,
+            tokens_cached=r.tokens_cached,
             request=r.request,
             status=r.status,
             error=r.error,
@@ -288,7 +283,7 @@ class LedgerRecorder:
 
     async def aflush(self) -> int:
         """Flush from inside the loop (runs on the caller's thread via ``sync_to_async``)."""
-        return await sync_to_async(self.flush, thread_sensitive=True)()
+        return await orm_trip(self.flush)()
 
     async def abegin(self, record: CallRecord) -> int:
         """The request is about to go out: a ``pending`` row (committed); returns its id.
@@ -340,6 +335,17 @@ def judge_calls_mark_lost(*, holder: str) -> int:
     return JudgeCall.objects.filter(holder=holder, status=JudgeCallStatus.PENDING).update(
         status=JudgeCallStatus.LOST, error=f"in flight when its holder {holder} was given up"
     )
+
+
+@transaction.atomic
+def judge_calls_interrupt(*, holder: str, reason: str) -> int:
+    """Record the calls ``holder`` left in flight, or ended as abandoned on its way out, as
+    interrupted by ``reason`` (a fault, not a cancel); returns how many."""
+    if not holder:
+        raise ValueError("holder: must name a lease (an empty one would match unowned calls)")
+    return JudgeCall.objects.filter(
+        holder=holder, status__in=[JudgeCallStatus.PENDING, JudgeCallStatus.ABANDONED]
+    ).update(status=JudgeCallStatus.INTERRUPTED, error=f"interrupted in flight: {reason}"[:10000])
 
 
 @transaction.atomic
@@ -448,7 +454,7 @@ async def llm_config_probe(
             entry.profile = config.profile
     finally:
         entry.done.set()
-    await sync_to_async(_record_request, thread_sensitive=True)(run.pk, config.sampling_record())
+    await orm_trip(_record_request)(run.pk, config.sampling_record())
     return config
 
 

@@ -12,7 +12,8 @@ piece's row (taking its row lock, or SQLite's write lock) and checks the attempt
 A worker that comes back after its lease was taken over gets :class:`LeaseLost` instead of
 writing over the new owner.
 
-The keeper also watches the run: once it is cancelled, the held lease says so
+The keeper also watches the run: once it is cancelled (or failed by another of its pieces:
+the siblings of a failed piece stop too), the held lease says so
 (:func:`lease_cancelled`), :func:`lease_fence` raises :class:`RunCancelled` on the piece's next
 write, and processors that wait on the judge stop their calls in flight.
 """
@@ -29,15 +30,18 @@ import threading
 import time
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import DateTimeField, ExpressionWrapper, F, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
+from benchmarks_app.db_pool import connection_release, orm_trip
+from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus, WorkerClock
+from scoring.judges.outage import OutageView
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +53,8 @@ class LeaseLost(Exception):
 
 
 class RunCancelled(Exception):
-    """The run of the held piece was cancelled: stop, keeping what was written."""
+    """The run of the held piece was cancelled, or failed by a sibling piece: stop, keeping
+    what was written."""
 
 
 def lease_seconds() -> float:
@@ -132,23 +137,97 @@ def lease_fence() -> None:
         raise LeaseLost(f"piece {held.piece_id}: attempt {held.attempt} was taken over")
 
 
+def database_now() -> datetime:
+    """The database server's clock (the one leases are read by), aware, in UTC."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT statement_timestamp()")
+            value = cursor.fetchone()[0]
+        else:
+            cursor.execute("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+            value = datetime.fromisoformat(cursor.fetchone()[0])
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value
+
+
+def clock_skew_seconds() -> float:
+    """How far the database's clock is ahead of this process's (negative: behind), the
+    query's round trip halved out."""
+    before = timezone.now()
+    server = database_now()
+    after = timezone.now()
+    return (server - (before + (after - before) / 2)).total_seconds()
+
+
+def worker_clock_record() -> float:
+    """Measure this host's clock against the database's and keep it for ``/health/``,
+    ``/metrics`` and the admin (one row per host); returns the skew in seconds."""
+    skew = clock_skew_seconds()
+    WorkerClock.objects.update_or_create(
+        host=socket.gethostname()[:200], defaults={"skew_s": skew, "measured_at": Now()}
+    )
+    if abs(skew) > clock_skew_warn_seconds():
+        logger.warning(
+            "this host's clock is %.1f s %s the database's (leases use the database's clock; "
+            "times this worker writes are off): synchronise it (NTP)",
+            abs(skew),
+            "behind" if skew > 0 else "ahead of",
+        )
+    return skew
+
+
+def clock_skew_warn_seconds() -> float:
+    return float(getattr(settings, "CLOCK_SKEW_WARN_S", 5))
+
+
+def database_time_in(seconds: float) -> ExpressionWrapper:
+    """The database's clock plus ``seconds``, to write: a lease ends by the clock that every
+    claimant and the sweeper read, so a worker whose clock is off takes nobody's live lease
+    nor writes a lease that is already over (or minutes long) for the others."""
+    return ExpressionWrapper(Now() + timedelta(seconds=seconds), output_field=DateTimeField())
+
+
+def claimable() -> Q:
+    """Pieces nobody holds: waiting to be taken, or held under a lease that has ended by the
+    database's clock."""
+    return Q(status__in=[PieceStatus.QUEUED, PieceStatus.WAITING]) | Q(
+        status=PieceStatus.RUNNING, lease_expires_at__lt=Now()
+    )
+
+
 def piece_claim(*, piece_id: int) -> RunPiece | None:
-    """Take a piece that nobody holds; ``None`` when it is held, done or gone."""
-    now = timezone.now()
-    claimable = Q(status__in=[PieceStatus.QUEUED, PieceStatus.WAITING]) | Q(
-        status=PieceStatus.RUNNING, lease_expires_at__lt=now
-    )
-    taken = RunPiece.objects.filter(Q(pk=piece_id) & claimable).update(
-        status=PieceStatus.RUNNING,
-        attempt=F("attempt") + 1,
-        lease_expires_at=now + timedelta(seconds=lease_seconds()),
-        worker=worker_name(),
-        started_at=now,
-        finished_at=None,
-    )
+    """Take a piece that nobody holds; ``None`` when it is held, done or gone.
+
+    The lease and its fence are taken by one compare-and-set statement: the update only
+    matches the attempt number read just before (row-locked on PostgreSQL, skipped when
+    another claimant holds the lock; SQLite's immediate transaction is its write lock), so
+    of two claimants exactly one moves ``attempt`` on and knows the number it holds, never
+    the other's. Reading the number back after the update let two claimants both hold it.
+    """
+    with transaction.atomic():
+        seen = (
+            RunPiece.objects.select_for_update(skip_locked=True)
+            .filter(Q(pk=piece_id) & claimable())
+            .values_list("attempt", flat=True)
+            .first()
+        )
+        if seen is None:
+            return None
+        taken = RunPiece.objects.filter(Q(pk=piece_id, attempt=seen) & claimable()).update(
+            status=PieceStatus.RUNNING,
+            attempt=seen + 1,
+            lease_expires_at=database_time_in(lease_seconds()),
+            worker=worker_name(),
+            started_at=Now(),
+            finished_at=None,
+        )
     if not taken:
         return None
-    return RunPiece.objects.select_related("run").get(pk=piece_id)
+    piece = RunPiece.objects.select_related("run").get(pk=piece_id)
+    # The fence this claim took, even if the lease has ended and been taken again since.
+    piece.attempt = seen + 1
+    return piece
 
 
 def piece_end(*, piece: RunPiece, status: str, error: str = "") -> bool:
@@ -158,7 +237,7 @@ def piece_end(*, piece: RunPiece, status: str, error: str = "") -> bool:
             RunPiece.objects.filter(pk=piece.pk, attempt=piece.attempt).update(
                 status=status,
                 lease_expires_at=None,
-                finished_at=timezone.now() if status != PieceStatus.WAITING else None,
+                finished_at=Now() if status != PieceStatus.WAITING else None,
                 error=error[:10000],
             )
         )
@@ -181,26 +260,65 @@ class LeaseKeeper(threading.Thread):
         self.lost = threading.Event()
         self.cancelled = threading.Event()
         self._stop_event = threading.Event()
+        # The judge outage the piece's calls last met (judge_outage_seen), and what was
+        # written of it: written on the next tick when they differ. An outage already on the
+        # piece (it was parked on the judge, then handed out again) keeps its start.
+        self._outage: OutageView | None = None
+        self._outage_heard = False
+        self._outage_lock = threading.Lock()
+        stored = piece.judge_outage if isinstance(piece.judge_outage, dict) else {}
+        self._outage_written: dict[str, object] = stored
+        self._outage_floor = _epoch(stored.get("since"))
+
+    def judge_outage_seen(self, view: OutageView | None) -> None:
+        """The listener of the piece's judge calls (``outages_reported_to``): only takes
+        note, on the calls' loop; the keeper's thread writes it."""
+        with self._outage_lock:
+            self._outage = view
+            self._outage_heard = True
+            if view is None:
+                self._outage_floor = None  # answered: a later outage is a new one
+
+    def judge_outage_record(self) -> dict[str, object]:
+        """The outage as it is written on the piece ({} when none was met, or answered)."""
+        with self._outage_lock:
+            view = self._outage
+        if view is None:
+            return {}
+        since = view.since if self._outage_floor is None else min(view.since, self._outage_floor)
+        return {
+            "since": _iso(since),
+            "next_try": _iso(view.next_try) if view.next_try is not None else None,
+            "gives_up_at": _iso(view.gives_up_at),
+            "error": view.error[:500],
+            "model": view.model,
+        }
+
+    def write_outage(self) -> None:
+        """Write the outage the piece's calls last met onto the piece, when it changed."""
+        if not self._outage_heard:
+            return  # no call has said anything yet: what the piece holds stands
+        record = self.judge_outage_record()
+        if record == self._outage_written:
+            return
+        RunPiece.objects.filter(
+            pk=self.piece_id, attempt=self.attempt, status=PieceStatus.RUNNING
+        ).update(judge_outage=record)
+        self._outage_written = record
 
     def run(self) -> None:
         poll = max(0.05, min(cancel_poll_seconds(), self.lease_s / 3))
         renew_at = time.monotonic() + self.lease_s / 3
         try:
             while not self._stop_event.wait(poll):
-                if not self.cancelled.is_set() and self._run_cancelled():
-                    logger.info("run #%s was cancelled; piece %s stops", self.run_id, self.piece_id)
-                    self.cancelled.set()
-                if time.monotonic() < renew_at:
+                try:
+                    renewed = self._tick(renew_at)
+                finally:
+                    # Pooled: the connection goes back between ticks (a keeper mostly waits).
+                    connection_release()
+                if renewed is None:
                     continue
                 renew_at = time.monotonic() + self.lease_s / 3
-                try:
-                    renewed = self.renew()
-                except (OperationalError, InterfaceError):
-                    # The database restarted or failed over: reconnect at the next tick (a
-                    # lease that cannot be renewed for long simply expires).
-                    logger.warning("run #%s: lease renewal lost its connection", self.run_id)
-                    connection.close()
-                    continue
                 if not renewed:
                     self.lost.set()
                     logger.warning(
@@ -215,20 +333,46 @@ class LeaseKeeper(threading.Thread):
         finally:
             connection.close()
 
-    def _run_cancelled(self) -> bool:
+    def _tick(self, renew_at: float) -> bool | None:
+        """Look for a cancel; renew when due: whether renewed, None when not due (or the
+        connection was lost: the database restarted or failed over, so reconnect at the next
+        tick; a lease that cannot be renewed for long simply expires)."""
+        if not self.cancelled.is_set() and self._run_cancelled():
+            logger.info("run #%s has ended; piece %s stops", self.run_id, self.piece_id)
+            self.cancelled.set()
+        self._write_outage_quietly()
+        if time.monotonic() < renew_at:
+            return None
         try:
-            return EvaluationRun.objects.filter(pk=self.run_id, status=RunStatus.CANCELLED).exists()
+            return self.renew()
+        except (OperationalError, InterfaceError):
+            logger.warning("run #%s: lease renewal lost its connection", self.run_id)
+            connection.close()
+            return None
+
+    def _write_outage_quietly(self) -> None:
+        try:
+            self.write_outage()
+        except Exception:  # a blip: written at the next tick (the page is a second late)
+            logger.debug("run #%s: could not record the judge outage", self.run_id, exc_info=True)
+
+    def _run_cancelled(self) -> bool:
+        """Cancelled, or failed while this piece works (another piece failed it, or it went
+        past the re-queue cap): no judge call of this piece can count any more."""
+        try:
+            return EvaluationRun.objects.filter(
+                pk=self.run_id, status__in=[RunStatus.CANCELLED, RunStatus.FAILED]
+            ).exists()
         except Exception:  # a blip: look again next time (the renewal says if it lasts)
             logger.debug("run #%s: could not look for a cancel", self.run_id, exc_info=True)
             return False
 
     def renew(self) -> bool:
-        now = timezone.now()
         renewed = RunPiece.objects.filter(
             pk=self.piece_id, attempt=self.attempt, status=PieceStatus.RUNNING
-        ).update(lease_expires_at=now + timedelta(seconds=self.lease_s))
+        ).update(lease_expires_at=database_time_in(self.lease_s))
         if renewed:
-            EvaluationRun.objects.filter(pk=self.run_id).update(updated_at=now)
+            EvaluationRun.objects.filter(pk=self.run_id).update(updated_at=Now())
         return bool(renewed)
 
     def stop(self) -> None:
@@ -237,8 +381,25 @@ class LeaseKeeper(threading.Thread):
             self.join(timeout=10)
 
 
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def _epoch(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
 # How often a piece's loop looks at its lease keeper's word that the run was cancelled.
 CANCEL_CHECK_S = 0.1
+
+
+def _no_query() -> None:
+    pass
 
 
 async def until_cancelled(work: Awaitable[T], *, run_id: int) -> T:
@@ -249,6 +410,8 @@ async def until_cancelled(work: Awaitable[T], *, run_id: int) -> T:
     task = asyncio.ensure_future(work)
     if cancelled is None:
         return await task
+    # The piece's thread hands back (pooled) the connection its preparation took.
+    await orm_trip(_no_query)()
     while not task.done():
         if cancelled.is_set():
             task.cancel()

@@ -62,7 +62,14 @@ def run_end_notify(*, run_id: int) -> None:
 
         async_task(DISPATCH_TASK, run_id, task_name=f"notify run {run_id}")
     except Exception:
-        logger.exception("could not queue the notifications of run #%s", run_id)
+        logger.warning(
+            "could not queue the notifications of run #%s; making them here", run_id, exc_info=True
+        )
+        try:
+            # The deliveries are rows the webhook sweeper sends once the queue is back.
+            run_end_dispatch(run_id=run_id)
+        except Exception:
+            logger.exception("could not make the notifications of run #%s", run_id)
 
 
 def run_end_dispatch(*, run_id: int) -> None:
@@ -84,6 +91,46 @@ def _figure(value: Any) -> str:
     return "—" if value is None else str(value)
 
 
+# Each figure as the boards name it (their column's label), with what it is: an e-mail that said
+# ``f1_with_partial: 0.5000`` made people look the key up. The board's views own the labels;
+# a test keeps these equal to them (views sit above services, which cannot import them).
+METRIC_NAMES: dict[str, tuple[str, str]] = {
+    "repos": ("Repos", "repos evaluated"),
+    "truth": ("Truth", "verified findings in the evaluated repos"),
+    "scan": ("Reported", "findings the scanner reported"),
+    "qa": ("QA", "reported findings of Info / Best Practices severity"),
+    "tp": ("TP", "exact matches"),
+    "partial": ("Partial", "partial matches"),
+    "fp": ("FP", "reported findings matching no verified one"),
+    "fn": ("FN", "verified findings not found"),
+    "precision": ("P", "precision: TP / reported"),
+    "recall": ("R", "recall: TP / verified findings"),
+    "f1": ("F1", "harmonic mean of P and R"),
+    "precision_with_partial": ("P+", "precision with partial matches counted"),
+    "recall_with_partial": ("R+", "recall with partial matches counted"),
+    "f1_with_partial": ("F1+", "F1 with partial matches counted: the ranking metric"),
+    "resilience_index": ("Resilience", "1 - mean severity-weighted risk: the ranking metric"),
+    "pass_rate": ("Pass rate", "share of probes passed"),
+    "severity_weighted_pass_rate": ("Weighted pass", "probes passed, weighted by severity"),
+    "high_stakes_failure_rate": (
+        "High-stakes share of failures",
+        "of the model's failures, the share on critical or high probes",
+    ),
+    "cases": ("Probes", "probes scored"),
+    "s": ("S", "overall score C_G · C_A · (1 - R) · C_T: the ranking metric"),
+    "c_g": ("C_G", "correctness on the genuine paper"),
+    "c_a": ("C_A", "correctness on the adversarial paper"),
+    "c_t": ("C_T", "correctness on the truth-adversarial paper"),
+    "r": ("R", "share of A's answers where the verdict matches whether A agrees with T"),
+}
+
+
+def metric_line(key: str, value: Any) -> str:
+    """``F1+ (F1 with partial matches counted: the ranking metric): 0.5000``."""
+    label, meaning = METRIC_NAMES.get(key, (key.replace("_", " "), ""))
+    return f"{label} ({meaning}): {_figure(value)}" if meaning else f"{label}: {_figure(value)}"
+
+
 def run_end_email(run: EvaluationRun) -> tuple[str, str]:
     """The subject and body of the e-mail telling ``run``'s creator that it ended."""
     summary = webhooks.run_summary(run)
@@ -96,13 +143,13 @@ def run_end_email(run: EvaluationRun) -> tuple[str, str]:
     ]
     top = webhooks.headline(run, summary["metrics"])
     if top is not None:
-        lines.append(f"{top[0]}: {_figure(top[1])}")
+        lines.append(metric_line(*top))
     others = [
         (k, v)
         for k, v in summary["metrics"].items()
         if (top is None or k != top[0]) and isinstance(v, int | float) and not isinstance(v, bool)
     ]
-    lines.extend(f"  {k}: {_figure(v)}" for k, v in others)
+    lines.extend(f"  {metric_line(k, v)}" for k, v in others)
     if summary["metrics"].get("is_complete") is False:
         lines.append("Not every item was judged: these figures are incomplete.")
     if run.status != RunStatus.SUCCEEDED and run.error:

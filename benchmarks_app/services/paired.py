@@ -16,16 +16,20 @@ scored on the same items as most of those rows.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 from django.db import transaction
 from django.db.models import Max, Q, QuerySet
+from django.utils import timezone
 
-from benchmarks_app.models import Benchmark, EvaluationRun, PairedRefresh
-from benchmarks_app.selectors.audit_boards import board_judge_key
+from benchmarks_app.db_retry import retry_on_conflict
+from benchmarks_app.models import Benchmark, EvaluationRun, PairedBoardSummary, PairedRefresh
+from benchmarks_app.selectors.audit_board_results import board_judge_key
 from benchmarks_app.selectors.board_marks import own_order
 from benchmarks_app.selectors.paired import (
     SHAPES,
@@ -39,13 +43,15 @@ from benchmarks_app.selectors.paired import (
 from scoring.stats import DEFAULT_LEVEL, DEFAULT_RESAMPLES
 from scoring.stats.bootstrap import widen_spans
 from scoring.stats.paired import (
+    PAIRED_SEED,
     PAIRED_WINDOW,
     paired_distributions,
     paired_marks,
 )
 
+logger = logging.getLogger(__name__)
+
 PAIRED_MAX_ROWS = 2_000
-PAIRED_SEED = 0
 TASK = "benchmarks_app.tasks.paired.refresh_paired_marks"
 
 
@@ -60,10 +66,40 @@ class PairedResult:
     ties_paired: int
 
 
-def _enqueue(board: str) -> None:
+# A request still waiting this long after its task was queued lost the task: send it again.
+PAIRED_RESEND_AFTER_S = 600.0
+# The commit hook of a new request sends it within moments; the sweeper leaves it that long.
+PAIRED_SEND_GRACE_S = 10.0
+
+
+def _enqueue(board: str) -> bool:
+    """Queue ``board``'s refresh and note when; a broker that refuses it (Redis down) leaves
+    the request owed for the sweeper, never fails the caller (a run's end). True when sent."""
     from django_q.tasks import async_task
 
-    async_task(TASK, board, task_name=f"paired {board}"[:100])
+    try:
+        async_task(TASK, board, task_name=f"paired {board}"[:100])
+    except Exception as exc:
+        logger.warning(
+            "could not queue the paired marks of %s (%s: %s); the sweeper sends them later",
+            board,
+            type(exc).__name__,
+            exc,
+        )
+        return False
+    PairedRefresh.objects.filter(board=board).update(enqueued_at=timezone.now())
+    return True
+
+
+def paired_owed_send() -> int:
+    """Queue the paired refreshes whose task never reached the queue (or was lost there);
+    the number sent. A second task for a board is harmless: the first to run takes it."""
+    now = timezone.now()
+    owed = PairedRefresh.objects.filter(
+        Q(enqueued_at__isnull=True, requested_at__lt=now - timedelta(seconds=PAIRED_SEND_GRACE_S))
+        | Q(enqueued_at__lt=now - timedelta(seconds=PAIRED_RESEND_AFTER_S))
+    )
+    return sum(_enqueue(board) for board in owed.values_list("board", flat=True))
 
 
 @transaction.atomic
@@ -120,6 +156,7 @@ def _fingerprint(board: BoardKey) -> dict[str, Any]:
     return {"rows": rows.count(), "latest": rows.aggregate(at=Max("computed_at"))["at"]}
 
 
+@retry_on_conflict
 def board_paired_refresh(
     *,
     board: BoardKey,
@@ -139,7 +176,7 @@ def board_paired_refresh(
     common = Counter(keys for keys, _ in items.values()).most_common(1)
     keyset = common[0][0] if common else None
     tested = np.zeros(len(rows), dtype=np.bool_)
-    entries = []
+    entries: list[Any] = []
     for i, row in enumerate(head):
         found = items.get(row.pk)
         if found is not None and found[0] == keyset and len(keyset or ()) > 0:
@@ -157,6 +194,9 @@ def board_paired_refresh(
         items=len(keyset or ()),
         level=DEFAULT_LEVEL,
         window=window,
+        # The per-item rows, for the exact test that keeps a handful of items from splitting
+        # a pair (scoring.stats.paired.exact_p_value).
+        matrices=[entry.matrix for entry in entries],
     )
     model = spec.model
     beyond = ~Q(pk__in=[row.pk for row in head])
@@ -179,6 +219,17 @@ def board_paired_refresh(
         board_queryset(board).filter(beyond).exclude(
             paired_rank_low__isnull=True, paired_tied__isnull=True
         ).update(paired_rank_low=None, paired_rank_high=None, paired_tied=None)
+        PairedBoardSummary.objects.update_or_create(
+            board=str(board),
+            defaults={
+                "ranked": len(rows),
+                "marked": len(head),
+                "tested_pairs": marks.tested_pairs,
+                "split_pairs": marks.split_pairs,
+                "correction": marks.correction,
+                "exact_test": marks.exact_test,
+            },
+        )
     unpaired_ties = board_queryset(board).filter(spec.ranked, **{spec.tie: True}).count()
     return PairedResult(
         board=str(board),
@@ -219,8 +270,9 @@ def paired_sweep() -> int:
     """Ask for the paired marks of every board with a ranked row among the first
     :data:`PAIRED_MAX_ROWS` that has none (a board rewritten whole: a phase revealed, an entry
     chosen, ``rebuild_boards``); the number of boards asked for. The run sweeper calls it
-    every minute, so no board stays without paired marks for long."""
-    asked = 0
+    every minute, so no board stays without paired marks for long; it also sends the
+    requests whose task the broker refused (:func:`paired_owed_send`)."""
+    asked = paired_owed_send()
     for kind, spec in SPECS.items():
         rows = spec.model.objects.filter(  # type: ignore[attr-defined]
             spec.ranked, paired_rank_low__isnull=True

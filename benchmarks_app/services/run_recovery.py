@@ -21,18 +21,20 @@ a piece that keeps coming back.
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
-from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.models.runs import ACTIVE_STATUSES, WRITE_FAILURE_PREFIX
+from benchmarks_app.services.leases import database_now, database_time_in
+from benchmarks_app.services.piece_sending import piece_send
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +62,45 @@ def database_lost(exc: BaseException) -> bool:
     return False
 
 
+# What databases and the OS say when a write cannot get space (SQLite, PostgreSQL, errno).
+WRITE_FAILURE_TEXTS = (
+    "database or disk is full",
+    "could not extend file",
+    "no space left on device",
+    "disk quota exceeded",
+    "file too large",
+)
+# PostgreSQL's SQLSTATE class 53, "insufficient resources": disk_full.
+DISK_FULL_SQLSTATES = {"53100"}
+WRITE_FAILURE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def write_failure(exc: BaseException) -> str | None:
+    """The named cause when ``exc`` (or what caused it) is a write refused for want of space,
+    a fault that waiting (and an operator) fixes rather than a bug; else None."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        error = todo.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        text = str(error).lower()
+        sqlstate = getattr(error, "sqlstate", None) or getattr(error, "pgcode", None)
+        if isinstance(error, OSError) and error.errno in WRITE_FAILURE_ERRNOS:
+            return f"disk full ({type(error).__name__}: {_first_line(error)})"
+        if sqlstate in DISK_FULL_SQLSTATES or (
+            isinstance(error, DatabaseError) and any(t in text for t in WRITE_FAILURE_TEXTS)
+        ):
+            return f"the database cannot write ({type(error).__name__}: {_first_line(error)})"
+        if isinstance(error, BaseExceptionGroup):
+            todo.extend(error.exceptions)
+        for linked in (error.__cause__, error.__context__):
+            if linked is not None:
+                todo.append(linked)
+    return None
+
+
 def piece_max_requeues() -> int:
     return int(getattr(settings, "RUN_PIECE_MAX_REQUEUES", 10))
 
@@ -68,7 +109,7 @@ def piece_give_up(*, piece: RunPiece, reason: str, expect: Q) -> bool:
     """Fail a piece handed out ``RUN_PIECE_MAX_REQUEUES`` times already, and its run, with
     ``reason`` as the cause; False when the piece moved on meanwhile (``expect`` no longer
     holds)."""
-    from benchmarks_app.services.run_state import run_fail
+    from benchmarks_app.services.run_state import pieces_calls_mark_lost, run_fail
 
     cause = (
         f"piece {piece.key or 'all'} was re-queued {piece.requeues} times "
@@ -79,10 +120,12 @@ def piece_give_up(*, piece: RunPiece, reason: str, expect: Q) -> bool:
             status=PieceStatus.FAILED,
             lease_expires_at=None,
             retry_at=None,
-            finished_at=timezone.now(),
+            finished_at=Now(),
             error=cause[:10000],
         ):
             return False
+        # Its holders are gone (or give up): what they left in flight is settled too.
+        pieces_calls_mark_lost(pieces=[(piece.pk, piece.attempt)], reason="re-queue cap")
         run_fail(run_id=piece.run_id, error=f"Run failed: {cause}.")
     logger.error("run #%s: %s; the run fails", piece.run_id, cause)
     return True
@@ -91,8 +134,6 @@ def piece_give_up(*, piece: RunPiece, reason: str, expect: Q) -> bool:
 def piece_requeue_after_database_loss(*, piece: RunPiece, error: BaseException) -> bool:
     """Reconnect and queue ``piece`` (held by this worker) again; True once queued or failed
     at the cap, False when the database stayed down or the piece was taken over meanwhile."""
-    from benchmarks_app.services.scheduling import piece_send
-
     reason = f"lost the database connection ({type(error).__name__}: {_first_line(error)})"
     logger.warning("run #%s piece %r: %s; re-queuing it", piece.run_id, piece.key, reason)
     ours = Q(status=PieceStatus.RUNNING, attempt=piece.attempt)
@@ -118,6 +159,7 @@ def piece_requeue_after_database_loss(*, piece: RunPiece, error: BaseException) 
                     requeues=F("requeues") + 1,
                 ):
                     return False  # the sweeper already gave it to someone else
+                _calls_interrupted(piece, reason)
             piece.refresh_from_db()
             piece_send(piece=piece)
             return True
@@ -132,6 +174,40 @@ def piece_requeue_after_database_loss(*, piece: RunPiece, error: BaseException) 
     return False
 
 
+def _calls_interrupted(piece: RunPiece, reason: str) -> int:
+    """The calls this attempt had in flight were cut by a fault, not cancelled."""
+    from benchmarks_app.services.judging import judge_calls_interrupt
+    from benchmarks_app.services.leases import lease_holder
+
+    return judge_calls_interrupt(holder=lease_holder(piece), reason=reason)
+
+
+def piece_park_after_write_failure(*, piece: RunPiece, cause: str) -> bool:
+    """End this attempt of ``piece`` (held here) for a write that failed for want of space:
+    its calls in flight interrupted, the piece parked (``waiting``, retried after
+    ``RUN_PARK_RETRY_S`` as the sweeper retries pieces parked on a down judge) and its run
+    ``waiting`` with the cause. False when even that could not be written (a database that
+    refuses every write): the lease then runs out and the sweeper hands the piece out."""
+    from benchmarks_app.services.leases import piece_end
+
+    error = f"{WRITE_FAILURE_PREFIX}{cause}"
+    logger.error("run #%s piece %r: %s; parking it", piece.run_id, piece.key or "all", error)
+    try:
+        _calls_interrupted(piece, cause)
+        if not piece_end(piece=piece, status=PieceStatus.WAITING, error=error):
+            return False
+        piece_park(piece=piece)
+        EvaluationRun.objects.filter(pk=piece.run_id, status__in=ACTIVE_STATUSES).update(
+            status=RunStatus.WAITING,
+            error=f"Waiting for storage: {cause}"[:10000],
+            updated_at=Now(),
+        )
+    except DatabaseError:
+        logger.exception("run #%s: could not park the piece after a write failure", piece.run_id)
+        return False
+    return True
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0][:300] if text else "no message"
@@ -144,7 +220,7 @@ def park_seconds() -> float:
 def piece_park(*, piece: RunPiece) -> None:
     """Give a paused (``waiting``) piece its retry time: the sweeper leaves it until then."""
     RunPiece.objects.filter(pk=piece.pk, status=PieceStatus.WAITING).update(
-        retry_at=timezone.now() + timedelta(seconds=park_seconds())
+        retry_at=database_time_in(park_seconds())
     )
 
 
@@ -171,7 +247,7 @@ def piece_park_beside_sibling(*, piece: RunPiece) -> bool:
     when parked (the worker has nothing to do)."""
     if piece.run.status not in ACTIVE_STATUSES:
         return False  # an ended run's piece is failed by the caller, not parked
-    now = timezone.now()
+    now = database_now()
     parked = (
         RunPiece.objects.filter(
             judge_peers(piece.run), status=PieceStatus.WAITING, retry_at__gt=now
@@ -189,6 +265,7 @@ def piece_park_beside_sibling(*, piece: RunPiece) -> bool:
         lease_expires_at=None,
         retry_at=parked.retry_at,
         error=parked.error,
+        judge_outage=parked.judge_outage,  # since when the judge is down, for the run's page
     )
     if taken:
         run_update: dict[str, object] = {"status": RunStatus.WAITING, "updated_at": now}
@@ -217,9 +294,7 @@ def run_parked_beside_until(run: EvaluationRun) -> Any:
     if run.judge_record_id is None:
         return None
     return (
-        RunPiece.objects.filter(
-            judge_peers(run), status=PieceStatus.WAITING, retry_at__gt=timezone.now()
-        )
+        RunPiece.objects.filter(judge_peers(run), status=PieceStatus.WAITING, retry_at__gt=Now())
         .exclude(run_id=run.pk)
         .order_by("-retry_at")
         .values_list("retry_at", flat=True)

@@ -13,11 +13,20 @@ import logging
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q, Value
+from django.db.models.functions import Greatest, Least, Now
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from benchmarks_app.models import Benchmark, EvaluationRun, RunPiece, RunStatus
+from benchmarks_app.models import (
+    Benchmark,
+    EvaluationRun,
+    JudgeCall,
+    PieceStatus,
+    RunPiece,
+    RunStatus,
+)
+from benchmarks_app.models.judging import JudgeCallStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.runs import (
     FINGERPRINT_KEY,
@@ -28,7 +37,7 @@ from benchmarks_app.selectors.runs import (
     run_judge_fingerprint,
     stored_judge_config,
 )
-from benchmarks_app.services.leases import lease_fence
+from benchmarks_app.services.leases import lease_fence, lease_holder
 from benchmarks_app.services.run_events import run_ended
 from scoring.judges.failures import FailureCause, headline
 
@@ -82,29 +91,44 @@ def run_start(run_id: int) -> bool:
     return EvaluationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).exists()
 
 
-def run_finish_if_last(run_id: int, kind: RunKind) -> None:
-    """End the run (``kind.finish``, or :func:`run_finish`) once none of its pieces is left."""
+def run_finish_if_last(run_id: int, kind: RunKind) -> bool:
+    """End the run (``kind.finish``, or :func:`run_finish`) once none of its pieces is left;
+    True when this call is the one that found it so (the run's end is this caller's)."""
     with transaction.atomic():
         run = EvaluationRun.objects.select_for_update().get(pk=run_id)
         if run.status not in ACTIVE_STATUSES:
-            return
+            return False
         if RunPiece.objects.filter(run_id=run_id).unfinished().exists():
-            return
+            return False
         if kind.finish:
             import_string(kind.finish)(run)
         else:
             # A single-piece processor ends its run; one that did not is ended here.
             run_finish(run=run)
+        return True
 
 
 def run_set_total(*, run: EvaluationRun, total: int, done: int = 0) -> None:
-    run.progress_total = total
-    run.progress_done = min(done, total)
+    """Set the run's total, and its done count from what is stored; the count never goes
+    backwards (within the total).
+
+    Pieces run side by side: ``done`` is counted before this update, while a sibling piece
+    may advance the counter in between (SQLite's writers take turns for seconds). Written as
+    is, the stale count once took a cancelled run's counter from 46/188 back to 7/188 for
+    good (a cancelled run never reaches the end's recount); the larger of the two is right,
+    since every advance is stored with the result it counts.
+    """
     with transaction.atomic():
         lease_fence()
         EvaluationRun.objects.filter(pk=run.pk).update(
-            progress_total=total, progress_done=run.progress_done, updated_at=timezone.now()
+            progress_total=total,
+            progress_done=Least(Greatest(F("progress_done"), Value(done)), Value(total)),
+            updated_at=timezone.now(),
         )
+    run.progress_total = total
+    run.progress_done = (
+        EvaluationRun.objects.filter(pk=run.pk).values_list("progress_done", flat=True).first() or 0
+    )
 
 
 def run_advance(*, run: EvaluationRun, by: int = 1) -> None:
@@ -112,7 +136,10 @@ def run_advance(*, run: EvaluationRun, by: int = 1) -> None:
     with transaction.atomic():
         lease_fence()
         EvaluationRun.objects.filter(pk=run.pk).update(
-            progress_done=F("progress_done") + by, updated_at=timezone.now()
+            # Within the total: a counter kept from before a resume (run_set_total keeps the
+            # larger count) must not pass it as the resumed items are counted again.
+            progress_done=Least(F("progress_done") + by, F("progress_total")),
+            updated_at=timezone.now(),
         )
     run.progress_done += by
 
@@ -195,4 +222,49 @@ def _run_fail(run_id: int, error: str) -> None:
             updated_at=timezone.now(),
         )
     ):
+        run_pieces_settle(run_id=run_id, reason="run failed")
         run_ended(run=EvaluationRun.objects.get(pk=run_id))
+
+
+def pieces_calls_mark_lost(*, pieces: list[tuple[int, int]], reason: str) -> int:
+    """Record ``lost`` the judge calls left ``pending`` by every holder so far of each
+    ``(piece id, attempt)``: nobody will complete them any more."""
+    holders = [
+        lease_holder(RunPiece(pk=pk, attempt=attempt))
+        for pk, last in pieces
+        for attempt in range(1, last + 1)
+    ]
+    if not holders:
+        return 0
+    return JudgeCall.objects.filter(holder__in=holders, status=JudgeCallStatus.PENDING).update(
+        status=JudgeCallStatus.LOST, error=f"in flight when its holder was given up ({reason})"
+    )
+
+
+def run_pieces_settle(*, run_id: int, reason: str) -> int:
+    """End the pieces of an ended run that nobody holds (queued, parked, or held under a
+    lease that has expired: its worker is gone), with ``reason``; the judge calls their dead
+    holders left ``pending`` are recorded ``lost``, so no ledger row waits for ever.
+
+    A piece held under a live lease is left to its worker: its lease keeper sees the run has
+    ended, stops the piece's calls in flight (recorded abandoned) and ends it. A worker that
+    dies first leaves an expired lease, which the sweeper settles here. Returns how many
+    pieces ended.
+    """
+    unheld = Q(status__in=[PieceStatus.QUEUED, PieceStatus.WAITING]) | Q(
+        status=PieceStatus.RUNNING, lease_expires_at__lt=Now()
+    )
+    with transaction.atomic():
+        pieces = list(
+            RunPiece.objects.select_for_update()
+            .filter(Q(run_id=run_id) & unheld)
+            .values_list("pk", "attempt")
+        )
+        pieces_calls_mark_lost(pieces=pieces, reason=reason)
+        return RunPiece.objects.filter(pk__in=[pk for pk, _ in pieces]).update(
+            status=PieceStatus.FAILED,
+            lease_expires_at=None,
+            retry_at=None,
+            finished_at=Now(),
+            error=reason,
+        )

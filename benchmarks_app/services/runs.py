@@ -3,25 +3,37 @@
 A run is cut into pieces, each processed under a lease of its own (:mod:`.scheduling`, with
 :mod:`.leases`); its state moves in :mod:`.run_state`; what no live worker does is handed out
 again by :mod:`.sweeper`. Imports point one way: this module → :mod:`.sweeper` →
-:mod:`.scheduling` → :mod:`.run_state` → :mod:`.leases`. The names of those modules that
-callers used to import from here are re-exported.
+:mod:`.scheduling` → :mod:`.piece_running` → :mod:`.run_recovery` → :mod:`.piece_sending` →
+:mod:`.run_state` → :mod:`.leases`. The names of those modules that callers used to import
+from here are re-exported.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
-from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.models.runs import ACTIVE_STATUSES, PIECE_CANCELLED_ERROR
+from benchmarks_app.selectors.run_health import live_clusters, run_waiting_reason
 from benchmarks_app.selectors.runs import run_resume_blocker
+from benchmarks_app.services.piece_sending import (
+    PIECE_TASK,
+    piece_send,
+    run_enqueue,
+    run_is_stalled,
+    run_pieces_prepare,
+)
 from benchmarks_app.services.run_events import run_ended
 from benchmarks_app.services.run_recovery import run_parked_beside_until
 from benchmarks_app.services.run_state import (
@@ -35,17 +47,7 @@ from benchmarks_app.services.run_state import (
     run_set_total,
     run_start,
 )
-from benchmarks_app.services.scheduling import (
-    PIECE_TASK,
-    live_clusters,
-    piece_process,
-    piece_send,
-    run_enqueue,
-    run_is_stalled,
-    run_pieces_prepare,
-    run_process_all,
-    run_process_here,
-)
+from benchmarks_app.services.scheduling import piece_process, run_process_all, run_process_here
 from benchmarks_app.services.sweeper import runs_sweep
 
 __all__ = [
@@ -130,13 +132,13 @@ def run_cancel(*, run: EvaluationRun) -> EvaluationRun:
             status=RunStatus.CANCELLED, finished_at=now, updated_at=now
         ):
             unheld = Q(status__in=[PieceStatus.QUEUED, PieceStatus.WAITING]) | Q(
-                status=PieceStatus.RUNNING, lease_expires_at__lt=now
+                status=PieceStatus.RUNNING, lease_expires_at__lt=Now()
             )
             for piece in RunPiece.objects.filter(Q(run_id=run.pk) & unheld):
                 for attempt in range(1, piece.attempt + 1):
                     judge_calls_abandon(holder=lease_holder(RunPiece(pk=piece.pk, attempt=attempt)))
             RunPiece.objects.filter(Q(run_id=run.pk) & unheld).update(
-                status=PieceStatus.FAILED, error="run cancelled", lease_expires_at=None
+                status=PieceStatus.FAILED, error=PIECE_CANCELLED_ERROR, lease_expires_at=None
             )
             run.refresh_from_db()
             run_ended(run=run)
@@ -187,6 +189,7 @@ def run_wait(
     announced: set[str] = set()
     last_sweep = time.monotonic()
     sweep_every = float(getattr(settings, "RUN_LEASE_S", 60)) / 3
+    why = _WaitingTeller(run.pk, say)
     while True:
         run.refresh_from_db()
         if on_progress:
@@ -194,6 +197,8 @@ def run_wait(
         if run.status not in ACTIVE_STATUSES:
             return run
         here = settings.Q_CLUSTER.get("sync") or not live_clusters()
+        if not here:
+            why.tell(run)  # a worker has it (or should have): say why it waits, as it changes
         if here and run.status == RunStatus.WAITING and (until := run_parked_beside_until(run)):
             # Another run found the judge down: its pieces would only be parked beside it.
             if "parked" not in announced:
@@ -208,12 +213,13 @@ def run_wait(
             # Pieces are cut here too: the run may come from a transaction whose commit
             # hook never ran (a script, a test), or its pieces' leases ran out.
             run_pieces_prepare(run=run)
-            run_process_here(
-                run=run,
-                processes=1
-                if settings.Q_CLUSTER.get("sync")
-                else int(getattr(settings, "RUN_PROCESSES_HERE", 2)),
-            )
+            with why.watching(run):
+                run_process_here(
+                    run=run,
+                    processes=1
+                    if settings.Q_CLUSTER.get("sync")
+                    else int(getattr(settings, "RUN_PROCESSES_HERE", 2)),
+                )
             run.refresh_from_db()
             if run.status in ACTIVE_STATUSES:
                 time.sleep(poll_s)
@@ -228,3 +234,63 @@ def run_wait(
             runs_sweep(run_ids=[run.pk])
             last_sweep = time.monotonic()
         time.sleep(poll_s)
+
+
+# How often run_wait looks why the run it processes itself waits.
+WAIT_TELL_S = 1.0
+
+
+class _WaitingTeller:
+    """Says why a waited-for run waits (:func:`run_waiting_reason`, the line its page shows),
+    each time that changes; and, while this process works on the run itself, from a thread
+    that looks every :data:`WAIT_TELL_S` (the pieces' workers record what they meet)."""
+
+    def __init__(self, run_id: int, say: Callable[[str], None]) -> None:
+        self.run_id = run_id
+        self.say = say
+        self.last = ""
+        self._lock = threading.Lock()
+
+    def tell(self, run: EvaluationRun) -> None:
+        reason = run_waiting_reason(run)
+        text = reason.text if reason is not None else ""
+        with self._lock:
+            if text == self.last:
+                return
+            said_before = self.last
+            self.last = text
+        if text:
+            self.say(f"run #{self.run_id}: {text}")
+        elif said_before:
+            self.say(f"run #{self.run_id}: under way again")
+
+    @contextmanager
+    def watching(self, run: EvaluationRun) -> Iterator[None]:
+        """Tell from a thread while the caller processes ``run`` (not inside a transaction:
+        another connection would not see its rows)."""
+        if transaction.get_connection().in_atomic_block:
+            yield
+            return
+        stop = threading.Event()
+        every = WAIT_TELL_S
+
+        def watch() -> None:
+            try:
+                while not stop.wait(every):
+                    try:
+                        current = EvaluationRun.objects.get(pk=run.pk)
+                        if current.status not in ACTIVE_STATUSES:
+                            return
+                        self.tell(current)
+                    except Exception:  # telling is a courtesy: never the run's problem
+                        logger.debug("run #%s: could not tell why it waits", run.pk, exc_info=True)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=watch, name=f"run-{run.pk}-why", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=10)

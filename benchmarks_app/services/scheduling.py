@@ -1,4 +1,5 @@
-"""A run's pieces: cut, sent to the queue, claimed and processed, several at a time.
+"""A run's pieces claimed and processed, several at a time (cut and sent to the queue by
+:mod:`.piece_sending`).
 
 A run is split into pieces (:class:`~benchmarks_app.models.RunPiece`): one per repo for the
 audit benchmark, one for the whole run otherwise. Each piece is held under a lease of its own
@@ -12,13 +13,13 @@ them side by side, one thread each: a run's chain of dependent judge rounds is t
 longest repo's, not the sum of its repos'. Their judge calls share the process's one gate per
 endpoint (``JUDGE_CONCURRENCY``; :class:`scoring.judges.limits.CallGate`).
 
-Imports point one way: :mod:`.runs` → :mod:`.sweeper` → this module → :mod:`.run_state` →
-:mod:`.leases`.
+Imports point one way: :mod:`.runs` → :mod:`.sweeper` → this module → :mod:`.piece_running`
+(one piece's attempt) → :mod:`.run_recovery` → :mod:`.piece_sending` (cutting and queueing
+pieces) → :mod:`.run_state` → :mod:`.leases`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import logging
@@ -26,167 +27,62 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
-from django.utils import timezone
-from django.utils.module_loading import import_string
+from django.db import DatabaseError, connections, transaction
 
-from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
+from benchmarks_app.db_pool import connection_release
+from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece
 from benchmarks_app.models.runs import ACTIVE_STATUSES
-from benchmarks_app.services.leases import (
-    LeaseKeeper,
-    LeaseLost,
-    RunCancelled,
-    holding,
-    lease_holder,
-    piece_claim,
-    piece_end,
-)
-from benchmarks_app.services.queue_canary import queue_canary_write
-from benchmarks_app.services.run_recovery import (
-    database_lost,
-    piece_park,
-    piece_park_beside_sibling,
-    piece_requeue_after_database_loss,
-)
-from benchmarks_app.services.run_state import (
-    RUN_KINDS,
-    run_fail,
-    run_finish_if_last,
-    run_plan,
-    run_start,
-)
-from scoring.judges.failures import JudgeUnavailable
+from benchmarks_app.selectors.run_queue import queued_pieces_fair_order
+from benchmarks_app.services.leases import piece_claim, worker_clock_record
+from benchmarks_app.services.piece_running import piece_run
+from benchmarks_app.services.piece_sending import run_pieces_prepare
 from scoring.judges.llm import client_warm_up
 
 logger = logging.getLogger(__name__)
-
-# The queue task that processes one piece of a run (and more of the same run, see above).
-PIECE_TASK = "benchmarks_app.tasks.runs.process_run_piece"
 
 
 def pieces_per_process() -> int:
     return max(1, int(getattr(settings, "RUN_PIECES_PER_PROCESS", 16)))
 
 
-def piece_send(*, piece: RunPiece) -> None:
-    """Give one piece to the queue and note when (the sweeper resends lost ones)."""
-    pieces_send(pieces=[piece])
-
-
-def pieces_send(*, pieces: list[RunPiece]) -> None:
-    """Give pieces to the queue and note when, in one transaction where the queue is a real one.
-
-    One transaction, not three commits per piece: django-q2's ORM broker also closes and
-    reopens the connection around each task it queues outside a transaction (a run of eleven
-    pieces took 0.3-0.4 s to queue before a worker could start). The synchronous queue runs
-    each task as it is queued, and a task must not run inside the caller's transaction.
-    """
-    from django_q.tasks import async_task
-
-    if not pieces:
-        return
-    queue_canary_write()  # so that a cluster with another SECRET_KEY can tell
-    together = (
-        transaction.atomic() if not settings.Q_CLUSTER.get("sync") else contextlib.nullcontext()
-    )
-    with together:
-        RunPiece.objects.filter(pk__in=[p.pk for p in pieces]).update(enqueued_at=timezone.now())
-        for piece in pieces:
-            label = f"{piece.run.benchmark}-run-{piece.run_id}" + (
-                f"-{piece.key}" if piece.key else ""
-            )
-            task_id = str(async_task(PIECE_TASK, piece.pk, task_name=label[:100]) or "")[:64]
-            # In sync mode the task has already run; keep the id for the admin and the sweeper.
-            RunPiece.objects.filter(pk=piece.pk).update(task_id=task_id)
-            EvaluationRun.objects.filter(pk=piece.run_id).update(task_id=task_id)
-
-
-def run_pieces_prepare(*, run: EvaluationRun) -> list[RunPiece]:
-    """The run's pieces still to do, each ``queued`` (created on the first call).
-
-    On a resumed run what ended (or paused) is queued again; a piece somebody holds under a
-    live lease is left to them. Each is stamped as queued now: the sweeper leaves it to
-    whoever is sending it (``RUN_PICKUP_GRACE_S``) instead of sending it a second time.
-    """
-    pieces = []
-    now = timezone.now()
-    for key in run_plan(run) or [""]:
-        piece, created = RunPiece.objects.get_or_create(
-            run=run, key=key, defaults={"enqueued_at": now}
-        )
-        if not created:
-            RunPiece.objects.filter(pk=piece.pk).exclude(
-                status=PieceStatus.RUNNING, lease_expires_at__gte=now
-            ).update(status=PieceStatus.QUEUED, error="", finished_at=None, enqueued_at=now)
-            piece.refresh_from_db()
-        if piece.status == PieceStatus.QUEUED:
-            pieces.append(piece)
-    return pieces
-
-
-def run_enqueue(*, run: EvaluationRun) -> None:
-    """Cut the run into pieces and hand them to django-q2 once the transaction has committed."""
-    run_id = run.pk
-
-    def _send() -> None:
-        pieces_send(pieces=run_pieces_prepare(run=EvaluationRun.objects.get(pk=run_id)))
-
-    transaction.on_commit(_send)
-
-
-def run_is_stalled(run: EvaluationRun) -> bool:
-    """An active run that nobody is working on: no piece under a live lease, none queued
-    recently (its worker died before the sweeper noticed, or the queue lost its tasks)."""
-    if run.status not in ACTIVE_STATUSES:
-        return False
-    now = timezone.now()
-    grace = timedelta(seconds=float(getattr(settings, "RUN_PICKUP_GRACE_S", 30)))
-    pieces = RunPiece.objects.filter(run=run)
-    live = pieces.filter(status=PieceStatus.RUNNING, lease_expires_at__gte=now).exists()
-    fresh = pieces.filter(status=PieceStatus.QUEUED, enqueued_at__gte=now - grace).exists()
-    return not live and not fresh
-
-
-def live_clusters() -> list[Any]:
-    """The qcluster processes django-q2 knows to be alive (their stats expire in seconds)."""
-    from django_q.status import Stat
-
-    try:
-        return [
-            stat
-            for stat in Stat.get_all()
-            # Only clusters' own stats: anything else a broker lists there is not a worker.
-            if getattr(stat, "cluster_id", None) and getattr(stat, "status", "") != "Stopped"
-        ]
-    except Exception:  # a broker without stats: nobody known to be there
-        logger.debug("no cluster stats", exc_info=True)
-        return []
-
-
-# --- processing -------------------------------------------------------------------------------
+def piece_claim_fair() -> RunPiece | None:
+    """Claim the queued piece to take first across submitters
+    (:func:`~benchmarks_app.selectors.run_queue.queued_pieces_fair_order`); None when
+    nothing is queued (or others took it all meanwhile)."""
+    for pk in queued_pieces_fair_order():
+        piece = piece_claim(piece_id=pk)
+        if piece is not None:
+            return piece
+    return None
 
 
 def piece_process(*, piece_id: int) -> None:
-    """The queue task: claim this piece and up to ``RUN_PIECES_PER_PROCESS - 1`` more queued
-    pieces of its run, and process them side by side (each under its own lease).
+    """The queue task: a worker slot for queued pieces, not for this one alone.
 
-    A second delivery of a task finds its piece held or done and returns. A piece's error
-    is recorded on the run and raised here (django-q2 records the task as failed).
+    Up to ``RUN_PIECES_PER_PROCESS`` pieces are driven side by side (each under its own
+    lease); each slot, as it frees, takes the queued piece of the least-served submitter
+    (:func:`piece_claim_fair`), this task's own piece among them: one user's large runs no
+    longer hold every worker while another's one-repo run waits behind all their pieces. A
+    piece taken out of turn keeps its own task, which later finds it held or done and takes
+    another (or returns); one left queued by this task is another task's, or the sweeper's
+    to send again. A piece's error is recorded on the run and raised here (django-q2
+    records the task as failed).
     """
-    piece = piece_claim(piece_id=piece_id)
-    if piece is None:
-        return
-    more = list(
-        RunPiece.objects.filter(run_id=piece.run_id, status=PieceStatus.QUEUED)
-        .exclude(pk=piece.pk)
-        .order_by("pk")
-        .values_list("pk", flat=True)[: pieces_per_process() - 1]
-    )
-    _drive(piece, more, raise_errors=True)
+    first = None
+    if not RunPiece.objects.filter(
+        pk=piece_id, status=PieceStatus.QUEUED, run__status__in=ACTIVE_STATUSES
+    ).exists():
+        # Parked, held under a lease that expired, or left queued by a run that has ended
+        # (driven to its end, not left queued for ever): this task's own piece to take up
+        # again (a held or ended one is not claimed, and the task's slots take queued ones).
+        first = piece_claim(piece_id=piece_id)
+    slots = pieces_per_process() - (1 if first is not None else 0)
+    # No slot (a thread, a connection) for pieces that are not there.
+    queued = RunPiece.objects.filter(status=PieceStatus.QUEUED, run__status__in=ACTIVE_STATUSES)
+    slots = min(slots, queued[: max(0, slots)].count())
+    _drive(first, [], raise_errors=True, fair_slots=slots)
 
 
 def run_process_here(*, run: EvaluationRun, raise_errors: bool = False, processes: int = 1) -> None:
@@ -266,6 +162,10 @@ def process_warm_up() -> None:
     """
     if _warmed.is_set():
         return
+    try:
+        worker_clock_record()  # once per process, as it starts working
+    except DatabaseError:
+        logger.warning("could not measure this host's clock against the database", exc_info=True)
     # The pieces' loops, their database threads and lease keepers are many threads that
     # mostly wait; one that wakes (an answer came, a write committed) waited up to the
     # default 5 ms for the GIL at each hand-over, four or more per judge call on a repo's
@@ -278,8 +178,12 @@ def process_warm_up() -> None:
     _warmed.set()
 
 
-def _drive(first: RunPiece | None, piece_ids: list[int], *, raise_errors: bool) -> None:
-    """Process ``first`` (claimed already) and claim and process ``piece_ids``, side by side.
+def _drive(
+    first: RunPiece | None, piece_ids: list[int], *, raise_errors: bool, fair_slots: int = 0
+) -> None:
+    """Process ``first`` (claimed already) and claim and process ``piece_ids``, side by side;
+    and ``fair_slots`` more pieces, each claimed when its slot starts as the queue's fair
+    order says (:func:`piece_claim_fair`; a slot with nothing queued ends).
 
     One thread per piece, each with its own database connection, at most
     ``RUN_PIECES_PER_PROCESS`` at once. Inside a transaction (a test, a script that has not
@@ -287,7 +191,7 @@ def _drive(first: RunPiece | None, piece_ids: list[int], *, raise_errors: bool) 
     see the rows they need.
     """
     errors: list[BaseException] = []
-    if first is not None or piece_ids:
+    if first is not None or piece_ids or fair_slots:
         process_warm_up()
 
     def claim_and_run(piece_id: int) -> None:
@@ -295,10 +199,16 @@ def _drive(first: RunPiece | None, piece_ids: list[int], *, raise_errors: bool) 
         if piece is not None:
             piece_run(piece)
 
+    def claim_fair_and_run() -> None:
+        piece = piece_claim_fair()
+        if piece is not None:
+            piece_run(piece)
+
     jobs: list[Callable[[], None]] = []
     if first is not None:
         jobs.append(functools.partial(piece_run, first))
     jobs += [functools.partial(claim_and_run, pk) for pk in piece_ids]
+    jobs += [claim_fair_and_run] * max(0, fair_slots)
 
     def guarded(job: Callable[[], None], *, own_connection: bool) -> None:
         try:
@@ -332,6 +242,8 @@ def _drive(first: RunPiece | None, piece_ids: list[int], *, raise_errors: bool) 
             finally:
                 connections.close_all()
 
+        # The task's thread only waits from here: its connection goes back to the pool.
+        connection_release()
         threads = [
             threading.Thread(target=thread_main, name=f"run-piece-{i}", daemon=True)
             for i in range(width)
@@ -342,107 +254,3 @@ def _drive(first: RunPiece | None, piece_ids: list[int], *, raise_errors: bool) 
             thread.join()
     if errors and raise_errors:
         raise errors[0]
-
-
-def piece_run(piece: RunPiece) -> None:
-    """Process a claimed piece under a renewed lease, and end the run if it was the last.
-
-    A judge that stays down past its patience pauses the piece (and the run, "waiting for
-    judge") for the sweeper to hand out again; a lease taken over drops this worker's writes;
-    a cancelled run stops the piece (calls in flight abandoned, what was judged kept); any
-    other error fails the run with its message (a resume redoes what is missing).
-    """
-    run = piece.run
-    if piece_park_beside_sibling(piece=piece):
-        return
-    if not run_start(run.pk):
-        run.refresh_from_db()
-        piece_end(piece=piece, status=PieceStatus.FAILED, error=f"run is {run.status}")
-        return
-    if piece.attempt > 1:
-        _mark_lost_calls(piece)
-    run.refresh_from_db()
-    kind = RUN_KINDS[run.benchmark]
-    keeper = LeaseKeeper(piece)
-    keeper.start()
-    try:
-        with holding(piece, cancelled=keeper.cancelled):
-            if kind.plan:
-                import_string(kind.process)(run, piece.key)
-            else:
-                import_string(kind.process)(run)
-            keeper.stop()
-            if keeper.lost.is_set():
-                raise LeaseLost(f"piece {piece.pk}: lease lost while processing")
-            if piece_end(piece=piece, status=PieceStatus.DONE):
-                run_finish_if_last(run.pk, kind)
-    except LeaseLost as exc:
-        logger.warning("run #%s: %s; the new holder carries on", run.pk, exc)
-    except RunCancelled:
-        _stop_cancelled(piece)
-    except JudgeUnavailable as exc:
-        _pause(piece, str(exc))
-    except Exception as exc:
-        if database_lost(exc):
-            # A restart or fail-over of the database is transient: nothing failed.
-            piece_requeue_after_database_loss(piece=piece, error=exc)
-            return
-        if EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.CANCELLED).exists():
-            # An error on the way out of a cancelled run (a write refused, a call cut short).
-            _stop_cancelled(piece)
-            return
-        message = f"{type(exc).__name__}: {exc}"
-        logger.error("run #%s failed (piece %r): %s", run.pk, piece.key or "all", message)
-        with holding(piece):
-            try:
-                run_fail(run_id=run.pk, error=message)
-            except LeaseLost:
-                return
-        piece_end(piece=piece, status=PieceStatus.FAILED, error=message)
-        raise
-    finally:
-        keeper.stop()
-
-
-def _stop_cancelled(piece: RunPiece) -> None:
-    """The run was cancelled: this piece's calls still in flight are abandoned, it ends."""
-    from benchmarks_app.services.judging import judge_calls_abandon
-
-    abandoned = judge_calls_abandon(holder=lease_holder(piece))
-    piece_end(piece=piece, status=PieceStatus.FAILED, error="run cancelled")
-    logger.info(
-        "run #%s piece %r stopped: the run was cancelled (%s call(s) abandoned in flight)",
-        piece.run_id,
-        piece.key or "all",
-        abandoned,
-    )
-
-
-def _mark_lost_calls(piece: RunPiece) -> None:
-    """Judge calls a dead holder of this piece left in flight are recorded as lost."""
-    from benchmarks_app.models import JudgeInFlight
-    from benchmarks_app.services.judging import judge_calls_mark_lost
-
-    for attempt in range(1, piece.attempt):
-        holder = lease_holder(RunPiece(pk=piece.pk, attempt=attempt))
-        judge_calls_mark_lost(holder=holder)
-        # Its questions are nobody's now: let the new holder ask them instead of waiting for
-        # the dead asker's in-flight rows to expire.
-        JudgeInFlight.objects.filter(holder__startswith=f"{holder}#").delete()
-
-
-def _pause(piece: RunPiece, reason: str) -> None:
-    if not piece_end(piece=piece, status=PieceStatus.WAITING, error=reason):
-        return
-    piece_park(piece=piece)
-    EvaluationRun.objects.filter(pk=piece.run_id, status__in=ACTIVE_STATUSES).update(
-        status=RunStatus.WAITING,
-        error=f"Waiting for the judge: {reason}"[:10000],
-        updated_at=timezone.now(),
-    )
-    logger.warning(
-        "run #%s paused, waiting for the judge (piece %r): %s",
-        piece.run_id,
-        piece.key or "all",
-        reason,
-    )

@@ -25,13 +25,22 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from benchmarks_app.models import EvaluationRun, JudgeCall, PieceStatus, RunPiece, RunStatus
+from benchmarks_app.models import (
+    EvaluationRun,
+    JudgeCall,
+    JudgeInFlight,
+    PieceStatus,
+    RunPiece,
+    RunStatus,
+)
 from benchmarks_app.models.judging import JudgeCallStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
+from benchmarks_app.services.leases import database_now, lease_holder, worker_clock_record
+from benchmarks_app.services.piece_sending import piece_send
 from benchmarks_app.services.run_recovery import (
     judge_group,
     judge_peers,
@@ -39,8 +48,12 @@ from benchmarks_app.services.run_recovery import (
     piece_give_up,
     piece_max_requeues,
 )
-from benchmarks_app.services.run_state import RUN_KINDS, run_finish_if_last
-from benchmarks_app.services.scheduling import piece_send
+from benchmarks_app.services.run_state import (
+    RUN_KINDS,
+    pieces_calls_mark_lost,
+    run_finish_if_last,
+    run_pieces_settle,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +67,14 @@ class SweepReport:
     waiting: list[int] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
     finished_runs: list[int] = field(default_factory=list)
+    # Pieces of ended runs that nobody holds any more, ended too (their pending calls lost).
+    settled: int = 0
 
     def __str__(self) -> str:
         return (
             f"{len(self.expired)} expired lease(s), {len(self.waiting)} paused, "
             f"{len(self.lost)} lost task(s) re-queued; {len(self.finished_runs)} run(s) ended"
+            + (f"; {self.settled} piece(s) of ended runs settled" if self.settled else "")
         )
 
 
@@ -91,10 +107,15 @@ def waiting_task_ids() -> set[str] | None:
         return None
 
 
-def _requeue(piece: RunPiece, *, reason: str, expect: Q, counts: bool = True) -> bool:
+def _requeue(
+    piece: RunPiece, *, reason: str, expect: Q, counts: bool = True, holder_dead: bool = False
+) -> bool:
     """Queue ``piece`` again; ``counts``: towards ``RUN_PIECE_MAX_REQUEUES`` (expired leases
     do; judge pauses and resent tasks do not). Past the cap the piece and its run fail with
-    ``reason`` as the cause."""
+    ``reason`` as the cause. ``holder_dead`` (an expired lease): the calls its holders left
+    in flight are recorded ``lost`` now, in the same transaction, and their questions are
+    freed for other askers, rather than once a worker takes the piece again (a queue of
+    other runs, or no live cluster, could leave them pending and held meanwhile)."""
     if counts and piece.requeues >= piece_max_requeues():
         piece_give_up(piece=piece, reason=reason, expect=expect)
         return False
@@ -107,12 +128,22 @@ def _requeue(piece: RunPiece, *, reason: str, expect: Q, counts: bool = True) ->
             requeues=F("requeues") + (1 if counts else 0),
         ):
             return False  # somebody else moved it meanwhile
+        if holder_dead:
+            _dead_holder_settle(piece, reason)
         EvaluationRun.objects.filter(pk=piece.run_id, status=RunStatus.WAITING).update(
             status=RunStatus.QUEUED
         )
     piece.refresh_from_db()
     piece_send(piece=piece)
     return True
+
+
+def _dead_holder_settle(piece: RunPiece, reason: str) -> None:
+    """``lost``, not ``interrupted``: nobody cut these calls short and recorded it (a worker
+    that survives a fault does that itself); whether the judge answered, and billed, is not
+    known."""
+    pieces_calls_mark_lost(pieces=[(piece.pk, piece.attempt)], reason=reason)
+    JudgeInFlight.objects.filter(holder__startswith=f"{lease_holder(piece)}#").delete()
 
 
 def _resume_parked(pieces: Any, *, now: Any, report: SweepReport) -> None:
@@ -180,7 +211,12 @@ def _resume_parked(pieces: Any, *, now: Any, report: SweepReport) -> None:
 def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
     """One pass over the active runs (or only ``run_ids``); safe to run anywhere, any time."""
     report = SweepReport()
-    now = timezone.now()
+    try:
+        worker_clock_record()
+    except DatabaseError:  # the sweep itself says whether the database is there
+        logger.warning("the sweeper could not measure this host's clock", exc_info=True)
+    # The database's clock: the one leases are written by, whatever this worker's says.
+    now = database_now()
     pieces = RunPiece.objects.select_related("run").filter(run__status__in=ACTIVE_STATUSES)
     if run_ids is not None:
         pieces = pieces.filter(run_id__in=run_ids)
@@ -191,11 +227,29 @@ def runs_sweep(*, run_ids: list[int] | None = None) -> SweepReport:
             piece,
             reason=reason,
             expect=Q(status=PieceStatus.RUNNING, attempt=piece.attempt, lease_expires_at__lt=now),
+            holder_dead=True,
         ):
             report.expired.append(piece.pk)
             logger.warning("run #%s piece %r: %s; re-queued", piece.run_id, piece.key, reason)
 
     _resume_parked(pieces, now=now, report=report)
+
+    # Ended runs' pieces left behind: a holder that died after its run failed (or was
+    # cancelled) before it could stop, or pieces queued before the run ended.
+    left_behind = (
+        RunPiece.objects.exclude(run__status__in=ACTIVE_STATUSES)
+        .filter(
+            Q(status__in=[PieceStatus.QUEUED, PieceStatus.WAITING])
+            | Q(status=PieceStatus.RUNNING, lease_expires_at__lt=now)
+        )
+        .order_by()
+        .values_list("run_id", "run__status")
+        .distinct()
+    )
+    if run_ids is not None:
+        left_behind = left_behind.filter(run_id__in=run_ids)
+    for run_id, status in list(left_behind):
+        report.settled += run_pieces_settle(run_id=run_id, reason=f"run {status}")
 
     grace = timedelta(seconds=float(getattr(settings, "RUN_PICKUP_GRACE_S", 30)))
     stale_queued = list(

@@ -49,7 +49,68 @@ class DeadlinePassed(TimeoutError):
     pass
 
 
+# IANA's special-purpose registries, the blocks not "Globally Reachable" (and multicast):
+# Python's ``is_global`` follows the registry of the interpreter's release, and 3.11 still
+# calls all of 192.0.0.0/24 global, for one. Checked first, whatever ``ipaddress`` says.
+NON_GLOBAL_NETWORKS = tuple(
+    ipaddress.ip_network(block)
+    for block in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::/128",
+        "::1/128",
+        "::ffff:0:0/96",
+        "64:ff9b:1::/48",
+        "100::/64",
+        "2001::/23",
+        "2001:db8::/32",
+        "3fff::/20",
+        "5f00::/16",
+        "fc00::/7",
+        "fe80::/10",
+        "fec0::/10",
+        "ff00::/8",
+    )
+)
+# 6to4 (2002::/16) is left to the check of the IPv4 address it carries (address_is_public).
+# Inside those blocks, the few the registry marks globally reachable (anycast services).
+GLOBAL_EXCEPTIONS = tuple(
+    ipaddress.ip_network(block)
+    for block in (
+        "192.0.0.9/32",
+        "192.0.0.10/32",
+        "2001:1::1/128",
+        "2001:1::2/128",
+        "2001:3::/32",
+        "2001:4:112::/48",
+        "2001:20::/28",
+        "2001:30::/28",
+    )
+)
+
+
+def _iana_non_global(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if any(ip in block for block in GLOBAL_EXCEPTIONS):
+        return False
+    return any(ip in block for block in NON_GLOBAL_NETWORKS)
+
+
 def _plainly_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if _iana_non_global(ip):
+        return False
     return ip.is_global and not (
         ip.is_private
         or ip.is_loopback

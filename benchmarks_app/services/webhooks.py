@@ -33,6 +33,7 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.notifications import new_webhook_secret
 from benchmarks_app.selectors.run_metrics import run_metrics
+from benchmarks_app.selectors.visibility import visible_webhooks
 from benchmarks_app.services import webhook_http
 from benchmarks_app.services.webhook_http import AddrInfo, Answer
 from scoring import webhooks as signing
@@ -127,7 +128,7 @@ def _url_parts(url: str) -> tuple[str, str, int]:
 
 
 def webhooks_of(user: Any) -> QuerySet[Webhook]:
-    return Webhook.objects.filter(owner_id=user.pk)
+    return visible_webhooks(user)
 
 
 @transaction.atomic

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from benchmarks_app.services.paired import paired_sweep
+from benchmarks_app.services.run_counts import run_counts_fold
 from benchmarks_app.services.scheduling import piece_process
 from benchmarks_app.services.sweeper import runs_sweep
 from benchmarks_app.services.webhooks import deliveries_sweep
@@ -17,10 +18,12 @@ def process_run_piece(piece_id: int) -> None:
 def sweep_runs() -> str:
     """Re-queue what no live worker is doing (the schedule calls this every minute): run
     pieces, and webhook deliveries whose retry was lost or whose worker died mid-attempt;
-    and ask for the paired marks of boards rewritten whole since (``paired_sweep``)."""
+    and ask for the paired marks of boards rewritten whole since (``paired_sweep``); fold
+    the minute's run count changes (``run_counts_fold``: the home page sums them)."""
     overdue = deliveries_sweep()
     paired = paired_sweep()
+    folded = run_counts_fold()
     return (
         f"{runs_sweep()}; {len(overdue)} overdue webhook delivery(ies) queued; "
-        f"paired marks asked for {paired} board(s)"
+        f"paired marks asked for {paired} board(s); {folded} run count row(s) folded"
     )

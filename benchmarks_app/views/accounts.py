@@ -15,14 +15,19 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from rest_framework.settings import api_settings
 
 from benchmarks_app.client_address import client_address
+from benchmarks_app.rate_limits import rate_parse, rate_take
 from benchmarks_app.services.accounts import (
     account_mail_allowance_take,
     account_signup,
     account_signup_confirm,
     account_signup_link_valid,
+    account_unconfirmed_expire,
+    signup_replaces,
 )
+from benchmarks_app.views.busy import throttled_page
 
 
 class SignupForm(UserCreationForm):
@@ -40,10 +45,55 @@ class SignupForm(UserCreationForm):
         fields = ("username", "email")
         field_classes = {"username": UsernameField}
 
+    def clean_username(self) -> str:
+        # A username held by an unconfirmed account with the address given here is this
+        # sign-up's to take over (account_signup replaces that account): refusing it would let
+        # whoever signed up first with somebody else's address keep their name too.
+        username = self.cleaned_data.get("username")
+        if username and signup_replaces(username=username, email=self.data.get("email", "")):
+            self._replacing = True
+            return str(username)
+        return super().clean_username()
+
+    def validate_unique(self) -> None:
+        if getattr(self, "_replacing", False):
+            return
+        super().validate_unique()
+
     def clean_email(self) -> str:
         # Whether the address has an account is not checked here: an error would tell anybody
         # who owns an account; account_signup mails that address's owner instead.
         return str(get_user_model().objects.normalize_email(self.cleaned_data["email"].strip()))
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login form, under the rate of ``POST /api/auth/token/``: each attempt counts
+    against the client address's anonymous API allowance (``API_THROTTLE_ANON``, the same
+    counts), so a form post (a password hash, ~0.4 s of CPU) is no cheaper a way in than
+    the API. Past it the form answers 429 with Retry-After; the lockout still applies within.
+    """
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        wait = login_rate_take(request)
+        if wait is not None:
+            return throttled_page(
+                "Too many login attempts from your address; "
+                f"try again in {int(wait)} second{'s' if wait != 1 else ''}.",
+                retry_after_s=wait,
+            )
+        return super().post(request, *args, **kwargs)
+
+
+def login_rate_take(request: HttpRequest) -> float | None:
+    """Count a login attempt as DRF's anonymous throttle counts the token endpoint's (same
+    key, same rate): None when it fits, else the seconds to wait."""
+    rate = api_settings.DEFAULT_THROTTLE_RATES.get("anon")
+    if not rate:
+        return None
+    limit, duration_s = rate_parse(str(rate))
+    return rate_take(
+        key=f"throttle_anon_{client_address(request)}", limit=limit, duration_s=duration_s
+    )
 
 
 class PasswordResetView(auth_views.PasswordResetView):
@@ -90,8 +140,11 @@ def _base_url(request: HttpRequest) -> str:
 
 def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
-        return redirect(_next_url(request))
+        return HttpResponseRedirect(_next_url(request))
     # UserCreationForm runs AUTH_PASSWORD_VALIDATORS and names the field that failed.
+    if request.method == "POST":
+        # Expired sign-ups free their usernames before this one's is checked.
+        account_unconfirmed_expire()
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         account_signup(
@@ -124,7 +177,7 @@ def signup_confirm(request: HttpRequest, uidb64: str, token: str) -> HttpRespons
         if user is not None:
             # Several authentication backends (django-axes first): name the one that fits.
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            return redirect(_next_url(request))
+            return HttpResponseRedirect(_next_url(request))
         valid = False
     else:
         valid = account_signup_link_valid(uidb64=uidb64, token=token)

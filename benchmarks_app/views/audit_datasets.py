@@ -1,62 +1,26 @@
-"""Audit dataset pages: links between boards, and the form that submits a scanner's results
-for every repo of a dataset at once (the same service and messages as the API)."""
+"""The audit form that submits a scanner's results for every repo of a dataset at once (the
+same service and messages as the API)."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.shortcuts import render
 
 from benchmarks_app.models.audit import AuditDataset
-from benchmarks_app.selectors.audit_boards import Board, published_release, release_repos
+from benchmarks_app.selectors.audit_boards import published_release, release_repos
+from benchmarks_app.selectors.submission_windows import audit_submission_windows
 from benchmarks_app.services.audit import (
-    AuditRunError,
-    AuditUnchanged,
     audit_dataset_upload,
     parse_declared_empty,
 )
+from benchmarks_app.upload_reads import reads_upload
+from benchmarks_app.views.audit_common import judge_choices, upload_answer
 from benchmarks_app.views.entry_fields import method_fields
-
-
-def board_query(board: Board, **override: Any) -> str:
-    params = {
-        "dataset": board.dataset.slug,
-        "release": board.release.number,
-        "judge": board.judge,
-        **({"phase": board.phase.slug} if board.phase is not None else {}),
-        **override,
-    }
-    return urlencode(params)
-
-
-def board_chips(board: Board) -> list[tuple[str, str, bool]]:
-    """Links to the release's other judges' boards, the dataset's other releases and the
-    other datasets: (label, url, active)."""
-    url = reverse("audit:leaderboard")
-    chips = []
-    for judge in board.judges or [board.judge]:
-        label = f"judge {judge}" + (" (official)" if judge == board.judges[0] else "")
-        chips.append((label, f"{url}?{board_query(board, judge=judge)}", judge == board.judge))
-    for release in board.dataset.releases.filter(is_published=True).order_by("number"):
-        if release.pk != board.release.pk:
-            chips.append(
-                (
-                    str(release),
-                    f"{url}?dataset={board.dataset.slug}&release={release.number}",
-                    False,
-                )
-            )
-    for other in AuditDataset.objects.filter(releases__is_published=True).distinct():
-        if other.pk != board.dataset.pk:
-            chips.append((f"dataset {other.slug}", f"{url}?dataset={other.slug}", False))
-    return chips
 
 
 def _datasets() -> list[tuple[AuditDataset, Any]]:
@@ -98,8 +62,6 @@ class DatasetSubmissionForm(forms.Form):
     )
 
     def __init__(self, *args: Any, datasets: list[tuple[str, str]], user: Any, **kwargs: Any):
-        from benchmarks_app.views.audit import judge_choices
-
         super().__init__(*args, **kwargs)
         self.fields["dataset"].widget = forms.Select(choices=[("", "Choose a dataset…"), *datasets])
         self.fields["judge"].widget = forms.Select(choices=judge_choices(user))
@@ -110,6 +72,7 @@ class DatasetSubmissionForm(forms.Form):
 
 
 @login_required
+@reads_upload
 def submit_dataset(request: HttpRequest) -> HttpResponse:
     datasets = _datasets()
     choices = [
@@ -122,7 +85,9 @@ def submit_dataset(request: HttpRequest) -> HttpResponse:
         datasets=choices,
         user=request.user,
         initial={
-            "dataset": request.GET.get("dataset", ""),
+            # The only dataset there is is the one meant: chosen already (issue 37 item 8).
+            "dataset": request.GET.get("dataset", "")
+            or (datasets[0][0].slug if len(datasets) == 1 else ""),
             "scanner": request.GET.get("scanner", ""),
         },
     )
@@ -132,8 +97,10 @@ def submit_dataset(request: HttpRequest) -> HttpResponse:
         if dataset is None:
             form.add_error("dataset", f"no dataset {data['dataset']!r}")
         else:
-            try:
-                run = audit_dataset_upload(
+            answer = upload_answer(
+                request,
+                form,
+                lambda: audit_dataset_upload(
                     user=request.user,
                     scanner_name=data["scanner"],
                     dataset=dataset,
@@ -144,23 +111,14 @@ def submit_dataset(request: HttpRequest) -> HttpResponse:
                     method_name=data.get("method_name", ""),
                     method_description=data.get("method_description", ""),
                     method_url=data.get("method_url", ""),
-                )
-            except AuditUnchanged as exc:
-                messages.info(request, f"Unchanged: {str(exc).removeprefix('unchanged: ')}.")
-                return redirect("audit:run", pk=exc.run.pk)
-            except (AuditRunError, PermissionError) as exc:
-                field, _, message = str(exc).partition(": ")
-                if message and field in form.fields:
-                    form.add_error(field, message)
-                else:
-                    form.add_error(None, str(exc))
-            else:
-                messages.success(
-                    request,
+                ),
+                lambda run: (
                     f"Results of {data['scanner'].strip()} for {run.repos.count()} repos of "
-                    f"{run.release} received; evaluation run #{run.pk} is queued.",
-                )
-                return redirect("audit:run", pk=run.pk)
+                    f"{run.release} received; evaluation run #{run.pk} is queued."
+                ),
+            )
+            if answer is not None:
+                return answer
     example = datasets[0][0].slug if datasets else "DATASET"
     return render(
         request,
@@ -170,6 +128,7 @@ def submit_dataset(request: HttpRequest) -> HttpResponse:
             "datasets": datasets,
             "max_mb": settings.UPLOAD_MAX_MB,
             "example_dataset": example,
+            "windows": audit_submission_windows(request.user),
         },
         status=400 if request.method == "POST" else 200,
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import html
 import io
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,6 +27,7 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
+from django.utils.safestring import SafeString, mark_safe
 
 from benchmarks_app.formatting import whole_number
 from benchmarks_app.selectors.board_marks import (
@@ -40,6 +42,32 @@ from benchmarks_app.selectors.board_ordering import board_order_by, page_slice
 from benchmarks_app.views.tables import Column, SortableTable, csv_value, resolve
 
 PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class BoardReading:
+    """What a ranked board page shows around its table: the legend of its marks, a forest
+    plot of its page's rows, a "Compare" checkbox per row and the reader's own rows
+    highlighted ("you are here").
+
+    ``noun``: the board's entries (scanners, models, entries); ``value_key``, ``low_key``,
+    ``high_key`` and ``label_key``: the row dict's metric, interval and name; ``percent``:
+    the metric is shown as a percentage; ``mine``: whether a row dict is the reader's own;
+    ``rule_fixed``: whether its place is fixed by the benchmark's rule; ``tie_key``: its
+    interval-overlap tie flag.
+    """
+
+    noun: str
+    value_key: str
+    label_key: str
+    percent: bool = False
+    low_key: str = "ci_low"
+    high_key: str = "ci_high"
+    tie_key: str = "tied"
+    mine: Callable[[Any], bool] | None = None
+    rule_fixed: Callable[[Any], bool] | None = None
+
+
 # Rows read from the database per round trip while a download streams.
 CHUNK_SIZE = 1000
 
@@ -59,6 +87,10 @@ class Pager:
     @property
     def several(self) -> bool:
         return self.count > 1
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _page_number(raw: str) -> int:
@@ -118,7 +150,9 @@ class BoardTable(SortableTable):
         empty_message: str = "Nothing here yet.",
         caption: str = "",
         table_id: str = "",
+        reading: BoardReading | None = None,
     ) -> None:
+        self.reading = reading
         # The base class with no rows sets the names, URLs and messages; rows come below.
         super().__init__(
             request,
@@ -194,6 +228,83 @@ class BoardTable(SortableTable):
             total=self.total,
             previous_url=self._page_url(number - 1) if number > 1 else None,
             next_url=self._page_url(number + 1) if number < pages else None,
+        )
+
+    # --- The reading around the table (BoardReading) ---------------------------------------
+
+    @property
+    def board_key(self) -> str:
+        """The key of the board the page's rows are on ("" without rows or a reading)."""
+        if self.reading is None:
+            return ""
+        return next((str(r.source["board"]) for r in self.rows if r.source.get("board")), "")
+
+    @property
+    def compare_form_id(self) -> str:
+        """The id of the form the rows' "Compare" checkboxes belong to ("" for none): only a
+        ranked page with two rows or more."""
+        if not self.board_key or len(self.rows) < 2 or not self.show_rank:
+            return ""
+        return f"{self.table_id}-compare"
+
+    def trailing_cells(self, row: Any) -> str:
+        form = self.compare_form_id
+        if not form:
+            return ""
+        source = row.source
+        label = ""
+        if self.reading is not None:
+            label = str(source.get(self.reading.label_key) or "")
+        return (
+            f'<td class="pick"><input type="checkbox" name="row" value="{int(source["id"])}" '
+            f'form="{html.escape(form)}" aria-label="Compare {html.escape(label)}"></td>'
+        )
+
+    def row_attributes(self, row: Any) -> str:
+        if self.reading is None or self.reading.mine is None or not self.reading.mine(row.source):
+            return ""
+        return ' class="mine" aria-current="true" title="You are here: your own entry"'
+
+    @property
+    def mark_legend(self) -> str:
+        from benchmarks_app.views.paired import mark_legend
+
+        if self.reading is None or not self.show_rank:
+            return ""
+        return mark_legend([r.source for r in self.rows], noun=self.reading.noun)
+
+    @property
+    def forest_svg(self) -> SafeString:
+        """A forest plot of the page's rows, in the order shown (empty without a reading)."""
+        from benchmarks_app.views.forest import ForestPoint, forest_svg
+        from benchmarks_app.views.paired import board_mark_columns
+
+        reading = self.reading
+        if reading is None or not self.rows or not self.show_rank:
+            return mark_safe("")
+        tie = next(
+            c for c in board_mark_columns(reading.noun, tie_key=reading.tie_key) if c.key == "tied"
+        )
+        points = []
+        for row in self.rows:
+            source = row.source
+            points.append(
+                ForestPoint(
+                    label=str(source.get(reading.label_key) or ""),
+                    value=_number(source.get(reading.value_key)),
+                    low=_number(source.get(reading.low_key)),
+                    high=_number(source.get(reading.high_key)),
+                    tied_with_above=bool(tie.raw(source)) and tie.raw(source) != "below by rule",
+                    rule_fixed=bool(reading.rule_fixed and reading.rule_fixed(source)),
+                    mine=bool(reading.mine and reading.mine(source)),
+                )
+            )
+        return forest_svg(
+            points,
+            percent=reading.percent,
+            title=f"Forest plot of the {reading.noun} on this page: each dot is an entry's "
+            "value, its whisker the 95% interval; rows tied with the row above are joined "
+            "on the left and share a colour",
         )
 
     @property

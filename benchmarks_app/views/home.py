@@ -24,9 +24,9 @@ from benchmarks_app.selectors.board_marks import (
 from benchmarks_app.selectors.checklist import default_challenge
 from benchmarks_app.selectors.checklist_boards import board_row_dict, checklist_board
 from benchmarks_app.selectors.leaderboards import benchmark_summaries
-from benchmarks_app.selectors.probes import ROW_COLUMNS, probe_board_order, probe_board_rows
-from benchmarks_app.selectors.probes import board_row as probe_board_row
-from benchmarks_app.views import audit, checklist, probes
+from benchmarks_app.selectors.probe_boards import ROW_COLUMNS, probe_board_order, probe_board_rows
+from benchmarks_app.selectors.probe_boards import board_row as probe_board_row
+from benchmarks_app.views import audit_columns, checklist_columns, probes_columns
 from benchmarks_app.views.board_tables import BoardTable
 from benchmarks_app.views.tables import Column, SortableTable
 
@@ -56,13 +56,15 @@ def _pick(columns: Sequence[Column], *keys: str) -> list[Column]:
 HOME_COLUMNS: dict[str, list[Column]] = {
     Benchmark.AUDIT: [
         Column("scanner", "Scanner", link=_link("audit:scanner", "scanner")),
-        *_pick(audit.LEADERBOARD_COLUMNS, "repos", "f1_with_partial", "precision", "recall"),
+        *_pick(
+            audit_columns.LEADERBOARD_COLUMNS, "repos", "f1_with_partial", "precision", "recall"
+        ),
     ],
     Benchmark.PROBES: [
         Column("model", "Model", link=_link("probes:submission", "submission_id")),
         Column("suite", "Suite"),
         *_pick(
-            probes.LEADERBOARD_COLUMNS,
+            probes_columns.LEADERBOARD_COLUMNS,
             "resilience_index",
             "pass_rate",
             "high_stakes_failure_rate",
@@ -117,9 +119,9 @@ def _audit_rows(request: HttpRequest) -> BoardRows:
     # scores are public, so there is nothing to hide from the viewer.
     board = resolve_board()
     if board is None:
-        return BoardRows(None, audit.BOARD_ORDERING, board_row, AUDIT_SHAPE)
+        return BoardRows(None, audit_columns.BOARD_ORDERING, board_row, AUDIT_SHAPE)
     rows = board_row_queryset(board).filter(sort_group=0)
-    return BoardRows(rows, audit.BOARD_ORDERING, board_row, AUDIT_SHAPE)
+    return BoardRows(rows, audit_columns.BOARD_ORDERING, board_row, AUDIT_SHAPE)
 
 
 def _probe_rows(request: HttpRequest) -> BoardRows:
@@ -127,7 +129,7 @@ def _probe_rows(request: HttpRequest) -> BoardRows:
     rows, order, _ = probe_board_order(probe_board_rows(user=request.user))
     return BoardRows(
         rows,
-        probes.BOARD_ORDERING,
+        probes_columns.BOARD_ORDERING,
         probe_board_row,
         PROBE_SHAPE,
         order=order,
@@ -140,7 +142,7 @@ def _checklist_rows(request: HttpRequest) -> BoardRows:
     board = checklist_board(challenge=default_challenge(None))
     return BoardRows(
         board.rows(),
-        checklist.BOARD_ORDERING,
+        checklist_columns.BOARD_ORDERING,
         lambda stored: board_row_dict(stored, board=board),
         CHECKLIST_SHAPE,
     )

@@ -14,7 +14,8 @@ from django.shortcuts import redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
-from benchmarks_app.models import Webhook, WebhookDelivery
+from benchmarks_app.models import Webhook
+from benchmarks_app.selectors.visibility import visible_webhook_deliveries
 from benchmarks_app.services import notifications, webhooks
 from scoring import webhooks as signing
 
@@ -48,7 +49,7 @@ def _page(
     preference = notifications.notification_preference(request.user)
     owned = list(webhooks.webhooks_of(request.user))
     deliveries = (
-        WebhookDelivery.objects.filter(webhook__owner_id=request.user.pk)
+        visible_webhook_deliveries(request.user)
         .select_related("webhook")
         .order_by("-created_at", "-id")[:RECENT_DELIVERIES]
     )

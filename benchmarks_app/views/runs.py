@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.contrib import messages
@@ -10,18 +11,23 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, path, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
+from benchmarks_app.api.throttling import AnonThrottle, UserThrottle
 from benchmarks_app.models import Benchmark, EvaluationRun, RunStatus
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.selectors.board_ordering import KeysFirstPaginator
 from benchmarks_app.selectors.checklist import checklist_run_votes
 from benchmarks_app.selectors.leaderboards import OwnSubmission, own_submissions
-from benchmarks_app.selectors.run_bundles import RunBundleError, run_bundle, run_bundle_name
+from benchmarks_app.selectors.run_bundles import RunBundleError, run_bundle_name
 from benchmarks_app.selectors.run_health import (
     pieces_not_picked_up,
     run_is_stuck,
+    run_waiting_reason,
     stuck_after_s,
 )
 from benchmarks_app.selectors.runs import (
@@ -31,7 +37,13 @@ from benchmarks_app.selectors.runs import (
     run_resume_blocker,
 )
 from benchmarks_app.selectors.visibility import is_staff, visible_runs
-from benchmarks_app.services.runs import CANCELLABLE, run_cancel
+from benchmarks_app.services.run_bundles import run_bundle_fetch
+from benchmarks_app.services.runs import (
+    CANCELLABLE,
+    RunNotResumable,
+    run_cancel,
+    run_resume,
+)
 from scoring.judges.failures import FailureCause
 
 # A failed run's page lists this many of its failed items; the rest are counted.
@@ -93,6 +105,7 @@ def status_payload(
 ) -> dict[str, Any]:
     """What the run page polls: enough to redraw the badge, the bar and the timing."""
     causes = ended_run_failure_causes(run=run) if causes is None else causes
+    waiting = run_waiting_reason(run)
     return {
         "id": run.pk,
         "status": run.status,
@@ -111,6 +124,8 @@ def status_payload(
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "duration_s": round(run.duration_s, 1) if run.duration_s is not None else None,
         "result_url": result_url(run),
+        # Why it waits, one line (run_waiting_reason): null unless it waits.
+        "waiting": waiting.as_dict() if waiting is not None else None,
     }
 
 
@@ -152,27 +167,80 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "failed": failed[:FAILED_ITEMS_SHOWN],
             "failed_more": max(0, len(failed) - FAILED_ITEMS_SHOWN),
             "resume_blocker": run_resume_blocker(run) if failed else "",
-            "can_cancel": run.status in CANCELLABLE and may_cancel(request.user, run),
             **run_health_flags(run, active=run.status in ACTIVE),
             "usage": run_judge_usage(run=run),
             "votes": checklist_run_votes(run=run),
+            "actions": run_actions(request, run, here=True),
         },
     )
 
 
-def bundle_response(run: EvaluationRun) -> HttpResponse:
-    """The run's bundle as a download (shared with ``/api/runs/<id>/bundle/``)."""
-    response = HttpResponse(run_bundle(run=run), content_type="application/zip")
+# A run's creator may resume it from these states (the service also takes stalled ones).
+RESUMABLE = (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.WAITING)
+
+
+def run_actions(request: HttpRequest, run: EvaluationRun, *, here: bool = False) -> dict[str, Any]:
+    """What ``runs/_actions.html`` shows on every page a run lands on (``/runs/N/``, the
+    audit run page, the probe and checklist submission pages): why it waits, its judge's
+    cost, cancel and resume for its creator and staff, the bundle once it has ended, and a
+    link to ``/runs/N/`` (``here``: on that page itself, none)."""
+    active = run.status in ACTIVE
+    mine = may_cancel(request.user, run)
+    # (A stalled run, active with nobody on it, is resumed by an operator: the admin's action.)
+    resumable = mine and run.status in RESUMABLE
+    blocker = run_resume_blocker(run) if resumable else ""
+    return {
+        "run": run,
+        "here": here,
+        "active": active,
+        "waiting": run_waiting_reason(run),
+        "usage": run_judge_usage(run=run),
+        "can_cancel": mine and run.status in CANCELLABLE,
+        "can_resume": resumable and not blocker,
+        "resume_blocker": blocker,
+        "next": request.get_full_path(),
+    }
+
+
+def bundle_response(run: EvaluationRun, viewer: Any) -> HttpResponse:
+    """The run's bundle as ``viewer`` may have it, as a download (shared with
+    ``/api/runs/<id>/bundle/``): built once per variant, then read from storage."""
+    response = HttpResponse(
+        run_bundle_fetch(run=run, viewer=viewer), content_type="application/zip"
+    )
     response["Content-Disposition"] = f'attachment; filename="{run_bundle_name(run)}"'
     return response
 
 
+def _throttled(request: HttpRequest) -> HttpResponse | None:
+    """A 429 once the client is past the API's rates (the same throttles and counters as
+    ``/api/runs/<id>/bundle/``), else None."""
+    api_request = Request(request)
+    api_request.user = request.user
+    for throttle in (AnonThrottle(), UserThrottle()):
+        if not throttle.allow_request(api_request, APIView()):
+            wait = throttle.wait()
+            response = HttpResponse(
+                "Too many downloads; try again later.",
+                status=429,
+                content_type="text/plain; charset=utf-8",
+            )
+            if wait is not None:
+                response["Retry-After"] = str(max(1, math.ceil(wait)))
+            return response
+    return None
+
+
 @never_cache
 def run_bundle_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Who may see the run may download its bundle; hidden truth is never in it."""
+    """Who may see the run may download its bundle; hidden truth is never in it, and a
+    participant's inputs only as the run's phase publishes them (its owner gets them all)."""
+    refused = _throttled(request)
+    if refused is not None:
+        return refused
     run = get_object_or_404(visible_runs(request.user), pk=pk)
     try:
-        return bundle_response(run)
+        return bundle_response(run, request.user)
     except RunBundleError as exc:
         return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8")
 
@@ -182,9 +250,10 @@ def may_cancel(user: Any, run: EvaluationRun) -> bool:
     return bool(user.is_authenticated and (is_staff(user) or run.created_by_id == user.pk))
 
 
-@login_required
 @require_POST
 def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
+    if not request.user.is_authenticated:
+        raise PermissionDenied("Sign in as the run's creator to cancel it.")
     run = get_object_or_404(visible_runs(request.user), pk=pk)
     if not may_cancel(request.user, run):
         raise PermissionDenied("Only the run's creator or staff may cancel it.")
@@ -194,13 +263,41 @@ def run_cancel_view(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(
             request,
             f"Run #{run.pk} cancelled: its workers stop between judge calls; what was judged "
-            "is kept.",
+            "is kept, and a resume judges only what is missing.",
         )
     else:
         messages.error(
             request, f"Run #{run.pk} is {run.get_status_display().lower()}: too late to cancel."
         )
+    return _back(request, run)
+
+
+def _back(request: HttpRequest, run: EvaluationRun) -> HttpResponse:
+    """Back to the page the button was on (``next``, a path of this site), else /runs/N/."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(target)
     return redirect("runs:detail", pk=run.pk)
+
+
+@require_POST
+def run_resume_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Queue a failed, cancelled or paused run again: its creator or staff (what was judged is
+    kept; only what is missing is judged)."""
+    if not request.user.is_authenticated:
+        raise PermissionDenied("Sign in as the run's creator to resume it.")
+    run = get_object_or_404(visible_runs(request.user), pk=pk)
+    if not may_cancel(request.user, run):
+        raise PermissionDenied("Only the run's creator or staff may resume it.")
+    try:
+        run = run_resume(run=run)
+    except RunNotResumable as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run #{run.pk} queued again: only what is missing is judged.")
+    return _back(request, run)
 
 
 def run_health_flags(run: EvaluationRun, *, active: bool) -> dict[str, Any]:
@@ -252,5 +349,6 @@ urlpatterns = [
     path("<int:pk>/", run_detail, name="detail"),
     path("<int:pk>/status/", run_status, name="status"),
     path("<int:pk>/cancel/", run_cancel_view, name="cancel"),
+    path("<int:pk>/resume/", run_resume_view, name="resume"),
     path("<int:pk>/bundle/", run_bundle_view, name="bundle"),
 ]

@@ -80,6 +80,8 @@ class Column:
     ``link`` turns the cell into a link (return ``None`` for no link); ``title`` gives a
     header tooltip explaining the metric. ``detail`` columns are hidden until the reader
     asks for all columns (the table's "All columns" toggle); downloads always carry them.
+    ``page=False``: a column only downloads carry (a reading the page shows merged into
+    another column, kept so that downloads keep their keys).
     """
 
     key: str
@@ -92,6 +94,7 @@ class Column:
     title: str = ""
     export: bool = True
     detail: bool = False
+    page: bool = True
 
     @property
     def numeric(self) -> bool:
@@ -141,6 +144,7 @@ class Cell(NamedTuple):
     numeric: bool
     url: str | None
     detail: bool = False
+    shown: bool = True
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class Row:
         template loop over 100 rows of 20 cells cost most of a board page's time."""
         parts = []
         for cell in self.cells:
+            if not cell.shown:
+                continue
             classes = ("num" if cell.numeric else "") + (" col-detail" if cell.detail else "")
             attribute = f' class="{classes}"' if classes else ""
             text = _escaped(cell.text)
@@ -266,8 +272,10 @@ class SortableTable:
                     value=(value := column.raw(row)),
                     text=column.display(value),
                     numeric=column.numeric,
-                    url=column.link(row) if column.link else None,
+                    # A missing value ("—") is never a link: a lone blue dash reads as a glitch.
+                    url=column.link(row) if column.link and value not in (None, "") else None,
                     detail=column.detail,
+                    shown=column.page,
                 )
                 for column in self.columns
             ],
@@ -281,6 +289,8 @@ class SortableTable:
         parts = []
         for h in self.headers:
             column = h.column
+            if not column.page:
+                continue
             classes = (
                 ("num" if column.numeric else "")
                 + (" col-detail" if column.detail else "")
@@ -307,11 +317,26 @@ class SortableTable:
         if self.show_rank:
             return mark_safe(
                 "".join(
-                    f'<tr><td class="num rank">{_escaped(row.rank)}</td>{row.cells_html}</tr>'
+                    f'<tr{self.row_attributes(row)}><td class="num rank">{_escaped(row.rank)}</td>'
+                    f"{row.cells_html}{self.trailing_cells(row)}</tr>"
                     for row in self.rows
                 )
             )
-        return mark_safe("".join(f"<tr>{row.cells_html}</tr>" for row in self.rows))
+        return mark_safe(
+            "".join(
+                f"<tr{self.row_attributes(row)}>{row.cells_html}{self.trailing_cells(row)}</tr>"
+                for row in self.rows
+            )
+        )
+
+    def row_attributes(self, row: Row) -> str:
+        """Attributes of a row's ``<tr>`` (escaped, with a leading space), or ""."""
+        return ""
+
+    def trailing_cells(self, row: Row) -> str:
+        """Cells (escaped HTML) after a row's own, or "" (see BoardTable): last, so that the
+        columns a phone keeps in view (rank, name, metric) stay the first three."""
+        return ""
 
     @property
     def has_detail(self) -> bool:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scoring.audit.folders import read_path
 from scoring.audit.judges.offline import (
     OfflineAuditJudge,
     OfflineParams,
@@ -36,7 +37,6 @@ from scoring.audit.judges.offline import (
     standardize,
 )
 from scoring.audit.matching import batches_of, match_repo, postprocess
-from scoring.audit.parsing import read_path
 from scoring.audit.types import MATCH, NONE, PARTIAL, ScanItem, TruthItem, TruthOutcome
 
 LABELS = (MATCH, PARTIAL, NONE)

@@ -103,13 +103,17 @@ def absorb_batch(
     b: int,
     consensus: ConsensusResult[AuditVerdict],
     best_partial: tuple[int, str] | None,
+    *,
+    batch: Sequence[ScanItem] = (),
 ) -> tuple[bool, tuple[int, str] | None]:
     """Batch ``b``'s consensus into ``result``: the one step of matching a truth finding.
 
     Shared by :func:`match_truth` and the concurrent schedule (``scoring.audit.schedule``), so
     both record the same votes and outcome. Returns (finished, the first partial so far):
-    finished on a match or a failed batch.
+    finished on a match or a failed batch. ``batch``: the scan findings asked about, kept on
+    each vote (``seen``) for the review queue.
     """
+    seen = tuple(s.index for s in batch)
     for vote in consensus.votes:
         v = vote.verdict
         result.votes.append(
@@ -120,6 +124,7 @@ def absorb_batch(
                 index=v.index_of_finding_from_junior_auditor if v else None,
                 explanation=v.explanation if v else "",
                 error=vote.error,
+                seen=seen,
             )
         )
     verdict = consensus.verdict
@@ -161,7 +166,7 @@ async def match_truth(
     best_partial: tuple[int, str] | None = None
     for b, batch in enumerate(batches_of(pool, batch_size), start=1):
         consensus = await judge_batch(judge, truth, batch, iterations=iterations)
-        finished, best_partial = absorb_batch(result, b, consensus, best_partial)
+        finished, best_partial = absorb_batch(result, b, consensus, best_partial, batch=batch)
         if finished:
             return result
     settle_partial(result, best_partial)

@@ -1,21 +1,20 @@
 """Reading audit data in every accepted shape (pure: files in, plain records out).
 
-A data folder holds any of ``repos/``, ``source_of_truth/``, ``recorded/`` and one folder per
-scanner. Problems with single files (empty, not JSON, wrong shape) are collected as
-:class:`Problem` s naming the file and the reason, and the rest is still read.
+Each file's decoded JSON (:mod:`scoring.audit.json_files`) is parsed here into records: a repo,
+a project's truth, a scan's findings, with severities and categories normalized. A file that
+cannot be used raises :class:`ParseError` naming what is wrong; reading a whole data folder
+(:mod:`scoring.audit.folders`) collects those as :class:`Problem` s and reads the rest.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from scoring.audit.json_files import ParseError, nul_path
+from scoring.audit.json_files import loads as loads  # the uploads decode scans with it
 from scoring.audit.types import BEST_PRACTICES, HIGH, INFO, LOW, MEDIUM, ScanItem, TruthItem
-from scoring.json_text import json_loads
 from scoring.limits import DEFAULT_LIMITS, TextLimits, overlong_fields
 from scoring.text import normalize_line_ends
 
@@ -43,6 +42,7 @@ _SEVERITY_ALIASES = {
     "gas": BEST_PRACTICES,
 }
 
+
 # Keyword → category, first hit wins (checked against the lower-cased vulnerability_type).
 _CATEGORY_KEYWORDS: list[tuple[tuple[str, ...], str]] = [
     (("reentran",), "Reentrancy"),
@@ -63,11 +63,8 @@ _CATEGORY_KEYWORDS: list[tuple[tuple[str, ...], str]] = [
     (("external call", "unchecked", "delegatecall"), "External calls"),
 ]
 
+
 _CONTRACT_RE = re.compile(r"\b([A-Z][A-Za-z0-9_]{2,})\.sol\b")
-
-
-class ParseError(ValueError):
-    """A file that cannot be used; the message names what is wrong."""
 
 
 # At most this many bad findings are named in one message; the rest are counted.
@@ -200,71 +197,6 @@ def contracts_in(*texts: str) -> list[str]:
         for name in _CONTRACT_RE.findall(text or ""):
             seen.setdefault(name, None)
     return list(seen)
-
-
-def load_json(path: Path) -> Any:
-    """Read a JSON file, raising :class:`ParseError` for empty or malformed content."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ParseError(f"cannot read: {exc.strerror or exc}") from exc
-    return loads(raw)
-
-
-# Leading bytes of files people send instead of JSON by mistake.
-_NOT_JSON_KINDS = (
-    (b"%PDF", "a PDF document"),
-    (b"PK\x03\x04", "a .zip archive"),
-    (b"\x1f\x8b", "a gzip archive"),
-    (b"\x89PNG", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"{\\rtf", "an RTF document"),
-)
-
-
-def _kind_of(raw: bytes) -> str | None:
-    head = raw.lstrip()[:8]
-    return next((kind for magic, kind in _NOT_JSON_KINDS if head.startswith(magic)), None)
-
-
-def loads(raw: bytes | str) -> Any:
-    """Decode a JSON file; :class:`ParseError` says what is wrong in words (no codec or
-    parser internals): empty, not text (and what it looks like), or where the JSON breaks."""
-    if not (raw.strip() if isinstance(raw, bytes | str) else raw):
-        raise ParseError("empty file")
-    if isinstance(raw, bytes) and (kind := _kind_of(raw)):
-        raise ParseError(f"not JSON: this is {kind}; upload the scanner's JSON results")
-    try:
-        return json_loads(raw)
-    except UnicodeDecodeError as exc:
-        raise ParseError(
-            f"not JSON: byte {exc.start + 1} is not UTF-8 text; save the results as UTF-8 JSON"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise ParseError(
-            f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
-        ) from None
-    except RecursionError:
-        raise ParseError("not valid JSON (nested too deeply)") from None
-
-
-def nul_path(value: Any, path: str) -> str | None:
-    """Where (``path.key.0``) decoded JSON first holds a NUL, which PostgreSQL cannot store;
-    ``None`` if nowhere. Iterative: deep (but decodable) nesting cannot exhaust the stack."""
-    stack: list[tuple[Any, str]] = [(value, path)]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return where
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                if "\x00" in str(key):
-                    return where
-                stack.append((child, f"{where}.{key}"))
-        elif isinstance(item, list):
-            stack.extend((child, f"{where}.{i}") for i, child in enumerate(item))
-    return None
 
 
 def _text(item: dict[str, Any], *keys: str) -> str:
@@ -492,77 +424,3 @@ def parse_projects(data: Any) -> tuple[list[RepoRecord], dict[str, list[TruthRec
         repos.append(repo)
         truths[repo.project_id] = records
     return repos, truths
-
-
-def _json_files(folder: Path) -> Iterable[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() == ".json")
-
-
-def read_scanner_folder(
-    folder: Path, scanner: str, data: DataSet, *, limits: TextLimits = DEFAULT_LIMITS
-) -> None:
-    for path in _json_files(folder):
-        data.files_read += 1
-        try:
-            findings, metadata = parse_scan(load_json(path), limits=limits)
-        except ParseError as exc:
-            data.problems.append(Problem(str(path), str(exc)))
-            continue
-        project_id = str(metadata.get("project") or "") or scan_project_id(path.name)
-        data.scans.append(
-            ScanFile(
-                scanner=scanner,
-                project_id=project_id,
-                source_name=path.name,
-                findings=findings,
-                metadata=metadata,
-            )
-        )
-
-
-def read_path(
-    path: Path, *, scanner: str | None = None, limits: TextLimits = DEFAULT_LIMITS
-) -> DataSet:
-    """Read a data folder, a scanner folder (``scanner`` given) or a projects JSON file;
-    a scan file with a field longer than ``limits`` is a problem (and skipped)."""
-    data = DataSet()
-    if not path.exists():
-        raise ParseError(f"{path}: no such file or folder")
-    if path.is_file():
-        data.files_read = 1
-        try:
-            repos, truths = parse_projects(load_json(path))
-        except ParseError as exc:
-            data.problems.append(Problem(str(path), str(exc)))
-            return data
-        data.repos = {r.project_id: r for r in repos}
-        data.truths = truths
-        return data
-    if scanner:
-        read_scanner_folder(path, scanner, data, limits=limits)
-        return data
-    repos_dir = path / "repos"
-    if repos_dir.is_dir():
-        for f in _json_files(repos_dir):
-            data.files_read += 1
-            try:
-                repo = parse_repo(load_json(f), fallback_id=f.stem)
-            except ParseError as exc:
-                data.problems.append(Problem(str(f), str(exc)))
-                continue
-            data.repos[repo.project_id] = repo
-    truth_dir = path / "source_of_truth"
-    if truth_dir.is_dir():
-        for f in _json_files(truth_dir):
-            data.files_read += 1
-            try:
-                project_id, records = parse_truth(load_json(f), project_id=f.stem)
-            except ParseError as exc:
-                data.problems.append(Problem(str(f), str(exc)))
-                continue
-            data.truths[project_id] = records
-    for sub in sorted(p for p in path.iterdir() if p.is_dir()):
-        if sub.name in RESERVED_FOLDERS or sub.name.startswith("."):
-            continue
-        read_scanner_folder(sub, sub.name, data, limits=limits)
-    return data

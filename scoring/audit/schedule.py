@@ -191,7 +191,7 @@ class _Progress:
         """The consensus on ``self.batch``: exactly :func:`match_truth`'s step."""
         self.judged += 1
         self.finished, self.best_partial = absorb_batch(
-            self.outcome, self.judged, consensus, self.best_partial
+            self.outcome, self.judged, consensus, self.best_partial, batch=self.batch
         )
         if not self.finished:
             self.covered.update(s.index for s in self.batch)

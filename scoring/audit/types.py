@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 HIGH, MEDIUM, LOW, INFO, BEST_PRACTICES = "High", "Medium", "Low", "Info", "Best Practices"
 SEVERITIES = (HIGH, MEDIUM, LOW, INFO, BEST_PRACTICES)
@@ -88,9 +89,12 @@ class AuditVerdict(BaseModel):
     is_partial_match: bool = Field(
         description="Right contract, function and core issue, but incomplete."
     )
-    explanation: str
-    severity_from_junior_auditor: str
-    severity_from_truth: str
+    # Bounds on the text where the server compiles the schema into a grammar (llama.cpp, see
+    # scoring.judges.wire): a small model otherwise fills a field until the token bound cuts
+    # the answer. A severity is a word; the prompt asks one to three sentences of explanation.
+    explanation: str = Field(json_schema_extra={"x-max-chars": 400})
+    severity_from_junior_auditor: str = Field(json_schema_extra={"x-max-chars": 24})
+    severity_from_truth: str = Field(json_schema_extra={"x-max-chars": 24})
     index_of_finding_from_junior_auditor: int
 
     @property
@@ -125,9 +129,12 @@ class VoteLog:
     index: int | None
     explanation: str = ""
     error: str = ""
+    # The scan indices of the batch the vote was asked about, so a maintainer reviewing the
+    # verdict sees what the judge saw (empty where not known: votes decided again from a bundle).
+    seen: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "batch": self.batch,
             "vote": self.number,
             "verdict": self.label or "failed",
@@ -135,6 +142,9 @@ class VoteLog:
             "explanation": self.explanation,
             "error": self.error,
         }
+        if self.seen:
+            out["seen"] = list(self.seen)
+        return out
 
 
 @dataclass
@@ -159,14 +169,41 @@ class TruthOutcome:
 
 
 @functools.lru_cache(maxsize=1024)
-def batch_verdict_schema(indices: tuple[int, ...]) -> type[AuditVerdict]:
+def batch_verdict_schema(
+    indices: tuple[int, ...], *, claims_name_a_finding: bool = False
+) -> type[AuditVerdict]:
     """:class:`AuditVerdict` whose ``index_of_finding_from_junior_auditor`` may only be one of
     ``indices`` (the batch's scan findings) or -1: sent as the answer's JSON schema, a server
     that enforces it (llama.cpp's grammar, vLLM's guided decoding) cannot answer an index
-    outside the batch. The answer is still an :class:`AuditVerdict`."""
+    outside the batch. The answer is still an :class:`AuditVerdict`.
+
+    ``claims_name_a_finding`` (for llama.cpp's grammar only: OpenAI's strict mode takes no
+    ``anyOf`` at the root) sends two shapes instead of one: a claim (match or partial) naming
+    one of ``indices``, or neither with -1. A 135M model on llama.cpp otherwise claimed a
+    match with -1 (the answer :func:`scoring.audit.matching.invalid_reason` refuses) in 6 of
+    14 answers, and a truth finding refused twice stops its repo."""
     allowed = tuple(sorted({-1, *indices}))
+    extra = _claims_name_a_finding(indices) if claims_name_a_finding else None
     return create_model(
         "AuditVerdict",
         __base__=AuditVerdict,
+        __config__=None if extra is None else ConfigDict(json_schema_extra=extra),
         index_of_finding_from_junior_auditor=(Literal[allowed], ...),  # type: ignore[arg-type]
     )
+
+
+def _claims_name_a_finding(indices: tuple[int, ...]) -> Callable[[dict[str, Any]], None]:
+    def shapes(schema: dict[str, Any]) -> None:
+        def shape(**fixed: dict[str, Any]) -> dict[str, Any]:
+            return {**schema, "properties": {**schema["properties"], **fixed}}
+
+        claim = shape(index_of_finding_from_junior_auditor={"enum": sorted(set(indices))})
+        neither = shape(
+            is_match={"const": False},
+            is_partial_match={"const": False},
+            index_of_finding_from_junior_auditor={"const": -1},
+        )
+        schema.clear()
+        schema["anyOf"] = [claim, neither] if indices else [neither]
+
+    return shapes

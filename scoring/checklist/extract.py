@@ -24,6 +24,7 @@ import math
 import re
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from scoring.checklist.findings import (
@@ -296,11 +297,13 @@ def extract_paper_limited(
     strict: bool = True,
     pdf_limits: PdfLimits | None = None,
     limits: Limits | None = None,
+    heartbeat: Callable[[], None] | None = None,
 ) -> ExtractedPaper:
-    """:func:`extract_paper` in a child process bounded by ``limits`` (CPU and wall time,
-    memory; :mod:`scoring.sandbox`) after the PDF checks of ``pdf_limits``, so that no file
-    holds the caller for longer than the time limit. Every failure, a limit included, is an
-    ExtractionError naming the file and, for a limit, which one."""
+    """:func:`extract_paper` in a child process bounded by ``limits`` (CPU time, a wall
+    backstop, memory; :mod:`scoring.sandbox`) after the PDF checks of ``pdf_limits``, so that
+    no file holds the caller for longer than the time limit; ``heartbeat`` is called while
+    the child reads. Every failure, a limit included, is an ExtractionError naming the file
+    and, for a limit, which one."""
     import pypdf  # noqa: F401 - loaded once here, not in every child (a second of compiling)
 
     name = PurePosixPath(filename).name
@@ -314,6 +317,7 @@ def extract_paper_limited(
             strict,
             pdf_limits or PdfLimits(),
             limits=limits,
+            heartbeat=heartbeat,
         )
     except LimitExceeded as exc:
         which = {"time": "the time limit", "memory": "the memory limit"}.get(exc.kind)

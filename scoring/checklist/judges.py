@@ -20,6 +20,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field, PrivateAttr
 
 from scoring.checklist.evidence import Reading, Topics, find_section, named_sections, words
+from scoring.checklist.questions import QUESTION_TITLES, label
 from scoring.judges.consensus import (
     ConsensusResult,
     VoteFailed,
@@ -45,8 +46,13 @@ class ChecklistItem:
 
 class ChecklistVerdict(BaseModel):
     correct: bool = Field(description="True when the answer and justification are correct.")
-    # No maxLength: strict structured outputs reject it; stored feedback is cut instead.
-    feedback: str = Field(default="", description="Short feedback for the authors.")
+    # No maxLength for OpenAI (strict structured outputs reject it; stored feedback is cut
+    # instead); llama.cpp's grammar gets this bound (scoring.judges.wire).
+    feedback: str = Field(
+        default="",
+        description="Short feedback for the authors.",
+        json_schema_extra={"x-max-chars": 600},
+    )
     # Set by a judge that read only part of the paper (cut to fit the server's context); not
     # part of the answer's schema.
     _partial: bool = PrivateAttr(default=False)
@@ -354,9 +360,9 @@ class OfflineChecklistJudge:
                 f"The justification cites {', '.join(missing)}, which the paper text does not "
                 "contain.",
             )
-        topic = item.title.lower()
+        topic = _named(item)
         if item.number in ALWAYS_APPLICABLE:
-            return _verdict(True, f"{item.title} applies to every paper; the answer is justified.")
+            return _verdict(True, f"{topic} applies to every paper; the answer is justified.")
         numbers = unsupported_numbers(justification, text)
         if numbers:
             return _verdict(
@@ -380,9 +386,9 @@ class OfflineChecklistJudge:
         )
         found = evidence_sentences(item.number, reading.within(region))
         if heading is not None:
-            return _verdict(True, f"The paper has a section on {topic}: '{heading.label}'.")
+            return _verdict(True, f"The paper has a section for {topic}: '{heading.label}'.")
         if found:
-            return _verdict(True, f"Evidence on {topic} in {where}: {_quote(found[0])}")
+            return _verdict(True, f"Evidence for {topic} in {where}: {_quote(found[0])}")
         stuffed = (
             f" {reading.stuffed} keyword-stuffed passage(s) were not counted."
             if reading.stuffed
@@ -391,7 +397,7 @@ class OfflineChecklistJudge:
         values = " with figures" if item.number in QUANTITATIVE else ""
         return _verdict(
             False,
-            f"No evidence on {topic}{values} in {where} (looked for: "
+            f"No evidence for {topic}{values} in {where} (looked for: "
             f"{', '.join(TOPIC_TERMS.get(item.number, ())[:5])}).{stuffed}",
         )
 
@@ -401,14 +407,12 @@ class OfflineChecklistJudge:
         heading = _has_heading(item.paper_text, TOPIC_HEADINGS.get(item.number, ()))
         if heading:
             return _verdict(False, f"Answered No, but the paper has a section '{heading}'.")
-        return _verdict(
-            True, f"No dedicated section on {item.title.lower()} found; No is consistent."
-        )
+        return _verdict(True, f"No dedicated section for {_named(item)} found; No is consistent.")
 
     def _na(self, item: ChecklistItem) -> ChecklistVerdict:
-        topic = item.title.lower()
+        topic = _named(item)
         if item.number in ALWAYS_APPLICABLE:
-            return _verdict(False, f"{item.title} applies to every paper; NA is not valid.")
+            return _verdict(False, f"{topic} applies to every paper; NA is not valid.")
         reading = read_paper(item.paper_text)
         if item.number in APPLY_WITH_EXPERIMENTS:
             experiments = experiments_in(reading)
@@ -424,9 +428,15 @@ class OfflineChecklistJudge:
         if heading or sum(kept.count(t) for t in found) >= NA_MIN_HITS:
             evidence = f"section '{heading}'" if heading else f"terms {', '.join(found[:4])}"
             return _verdict(
-                False, f"Answered NA, but the paper has material on {topic} ({evidence})."
+                False, f"Answered NA, but the paper has material for {topic} ({evidence})."
             )
-        return _verdict(True, f"Little material on {topic}; NA is plausible.")
+        return _verdict(True, f"Little material for {topic}; NA is plausible.")
+
+
+def _named(item: ChecklistItem) -> str:
+    """The question as feedback names it: its number and its title as papers print it (what
+    every page shows), not the assistant's short name that the judge is asked with."""
+    return label(item.number) if item.number in QUESTION_TITLES else item.title
 
 
 def _verdict(correct: bool, feedback: str) -> ChecklistVerdict:

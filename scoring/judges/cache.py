@@ -117,24 +117,11 @@ async def cache_put(
 ) -> None:
     if cache is None:
         return
+    write = CacheWrite(cache, key, value, judge, model, prompt_version, vote_number)
     if isinstance(cache, AsyncJudgeCache):
-        await cache.aput(
-            key,
-            value,
-            judge=judge,
-            model=model,
-            prompt_version=prompt_version,
-            vote_number=vote_number,
-        )
+        await cache.aput(key, value, **write.labels())
     else:
-        cache.put(
-            key,
-            value,
-            judge=judge,
-            model=model,
-            prompt_version=prompt_version,
-            vote_number=vote_number,
-        )
+        write()
 
 
 @dataclass
@@ -153,15 +140,17 @@ class CacheWrite:
     prompt_version: str
     vote_number: int
 
+    def labels(self) -> dict[str, Any]:
+        """What the answer is stored under besides its key: ``put``'s keyword arguments."""
+        return {
+            "judge": self.judge,
+            "model": self.model,
+            "prompt_version": self.prompt_version,
+            "vote_number": self.vote_number,
+        }
+
     def __call__(self) -> None:
-        self.cache.put(
-            self.key,
-            self.value,
-            judge=self.judge,
-            model=self.model,
-            prompt_version=self.prompt_version,
-            vote_number=self.vote_number,
-        )
+        self.cache.put(self.key, self.value, **self.labels())
 
 
 def ledger_write(

@@ -30,6 +30,10 @@ judge needs:
   ledger (:class:`~scoring.judges.records.DurableRecorder`) has each attempt as pending before
   the request goes out, and completes it with the cache write in one transaction.
 
+The configuration, the client and the failures on the server's limits are in ``llm_config``,
+``llm_client`` and ``llm_failures`` beside this module: here are the call and its retry loop
+(and the names the judges import, re-exported).
+
 Every :class:`VoteFailed` reason starts with its kind (``[transient]``, ``[context]``, …, see
 :mod:`scoring.judges.failures`) so a run can say why it failed and what to change.
 """
@@ -37,13 +41,11 @@ Every :class:`VoteFailed` reason starts with its kind (``[transient]``, ``[conte
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-import random
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -62,6 +64,9 @@ from scoring.judges.consensus import VoteFailed
 from scoring.judges.failures import JudgeUnavailable
 from scoring.judges.flight import Flight, single_flight
 from scoring.judges.limits import CallGate, estimate_tokens, retry_after_s
+from scoring.judges.llm_client import client_warm_up, make_client
+from scoring.judges.llm_config import LLMConfig, backoff_delay, fit_to_server, key_version
+from scoring.judges.llm_failures import ContextOverflow, cut_reason, overflow_error, slow_reason
 from scoring.judges.local import local_call
 from scoring.judges.outage import Patience, breaker_for
 from scoring.judges.records import (
@@ -74,11 +79,7 @@ from scoring.judges.records import (
 )
 from scoring.judges.reply import AnswerTimeout, ServerFault, send
 from scoring.judges.server import (
-    JSON_OBJECT,
-    JSON_SCHEMA,
     AdaptiveLimiter,
-    ContextError,
-    ServerProfile,
     context_error,
     error_message,
     is_transient,
@@ -110,6 +111,8 @@ __all__ = [
     "cache_get",
     "cache_key",
     "cache_put",
+    "client_warm_up",
+    "fit_to_server",
     "is_transient",
     "local_call",
     "make_client",
@@ -121,193 +124,8 @@ M = TypeVar("M", bound=BaseModel)
 
 Sleep = Callable[[float], Awaitable[None]]
 
-# The smallest answer bound worth asking with (a verdict is ~100-300 tokens), and the tokens a
-# chat template adds around the messages.
-_MIN_BOUND = 256
-_TEMPLATE_TOKENS = 64
-# The share of the timeout an answer of the full bound may take at the server's speed.
-_SPEED_MARGIN = 0.8
-
 # How often a call is retried after narrowing the concurrency on a shared-context overflow.
 _SHARED_CONTEXT_RETRIES = 3
-
-
-@dataclass
-class LLMConfig:
-    model: str
-    api_key: str = ""
-    base_url: str | None = None
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    json_mode: bool = False
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    # Bound on every answer. Reasoning models spend hidden reasoning tokens from the same
-    # budget, so the default leaves them room while a looping local model still stops.
-    max_answer_tokens: int = 4096
-    temperature: float | None = None
-    seed: int | None = 0  # vote n is sent seed + n; None sends no seed
-    profile: ServerProfile = field(default_factory=ServerProfile)
-    # How long a call waits out a judge that answers nothing before the run pauses, and how
-    # many transient failures in a row (no answer in between) make it an outage.
-    outage_patience_s: float = 300.0
-    breaker_threshold: int = 5
-    # Stream answers: a request given up on is then stopped on the server (the connection
-    # closes), and a slow server is told apart from a dead one by the tokens it sent.
-    stream: bool = True
-
-    @property
-    def response_format(self) -> str:
-        # JUDGE_JSON_MODE forces the fallback; otherwise what the probe found the server takes.
-        return JSON_OBJECT if self.json_mode else self.profile.response_format
-
-    def answer_bound(self, prompt_tokens: int = 0) -> int:
-        """The bound sent: ``max_answer_tokens``, lowered so that prompt and answer fit the
-        context per request where the probe learnt it (llama.cpp, vLLM)."""
-        bound = self.max_answer_tokens
-        context = self.profile.context_tokens
-        if context and prompt_tokens:
-            # The estimate counts four characters a token; code and numbers take more.
-            room = context - int(prompt_tokens * 1.25) - _TEMPLATE_TOKENS
-            bound = min(bound, max(_MIN_BOUND, room))
-        return bound
-
-    def request_options(self, vote_number: int, prompt_tokens: int = 0) -> dict[str, Any]:
-        """Bound, seed and temperature, each only where the server takes it."""
-        options: dict[str, Any] = {self.profile.token_param: self.answer_bound(prompt_tokens)}
-        if self.seed is not None and self.profile.send_seed:
-            options["seed"] = self.seed + vote_number
-        if self.temperature is not None and self.profile.send_temperature:
-            options["temperature"] = self.temperature
-        return options
-
-    @property
-    def streams(self) -> bool:
-        return self.stream and self.profile.stream
-
-    def request_record(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """What the ledger keeps of one request's options (not its messages)."""
-        fmt = kwargs.get("response_format")
-        record = {
-            k: kwargs[k]
-            for k in ("model", "temperature", "seed", "max_tokens", "max_completion_tokens")
-            if k in kwargs
-        }
-        record["response_format"] = fmt.get("type") if isinstance(fmt, dict) else "none"
-        record["stream"] = self.streams
-        return record
-
-    def sampling_record(self) -> dict[str, Any]:
-        """What a run records about how it asked (so it can be reproduced)."""
-        return {
-            "response_format": self.response_format,
-            "max_answer_tokens": self.max_answer_tokens,
-            "token_param": self.profile.token_param,
-            "stream": self.streams,
-            "temperature": self.temperature if self.profile.send_temperature else None,
-            "seed": (
-                f"{self.seed} + vote number"
-                if self.seed is not None and self.profile.send_seed
-                else None
-            ),
-            "probe": self.profile.as_dict(),
-        }
-
-
-class ContextOverflow(VoteFailed):
-    """This request alone does not fit the server's context: ask about fewer candidates."""
-
-    def __init__(self, reason: str, *, detail: ContextError) -> None:
-        super().__init__(reason)
-        self.detail = detail
-
-
-def make_client(config: LLMConfig, http_client: Any = None) -> openai.AsyncOpenAI:
-    """An ``AsyncOpenAI`` client whose own retries are off: :func:`structured_call` retries.
-
-    The client's pooled connections belong to the event loop that first used them: create one
-    client per loop (per run) and close it in that loop.
-    """
-    kwargs: dict[str, Any] = {
-        "api_key": config.api_key or "not-needed",
-        "timeout": config.timeout_s,
-        "max_retries": 0,
-    }
-    if config.base_url:
-        kwargs["base_url"] = config.base_url
-    import openai  # only where a client is made: importing the judges stays light
-
-    # The process's one verifying TLS context, not one per client (see _tls_context).
-    kwargs["http_client"] = http_client or openai.DefaultAsyncHttpxClient(verify=_tls_context())
-    return openai.AsyncOpenAI(**kwargs)
-
-
-@functools.lru_cache(maxsize=1)
-def _tls_context() -> Any:
-    """The TLS context every client of this process verifies servers with (the client
-    library's default one, made once).
-
-    Making one loads the CA bundle: about 50 ms of CPU, holding the GIL. A worker that drives
-    eleven run pieces builds eleven clients at once, and no call went out for half a second.
-    A context is safe to share between clients, threads and event loops.
-    """
-    import httpx2  # the client library's HTTP layer, imported with it
-
-    return httpx2.create_ssl_context()
-
-
-def client_warm_up() -> None:
-    """Load the client library and its TLS context now, before a process builds many clients
-    at once (each would otherwise wait on the import lock and the GIL)."""
-    import openai  # noqa: F401
-
-    _tls_context()
-
-
-def fit_to_server(config: LLMConfig) -> list[str]:
-    """Lower the answer bound to what the probed server can produce within the timeout.
-
-    Only a speed the server itself reported (llama.cpp's timings) is trusted: the probe's own
-    measure of a 16-token answer includes the network and the prompt, and would cut a remote
-    reasoning model's room for no reason. Returns what was changed, in words for the run.
-    """
-    p = config.profile
-    notes: list[str] = []
-    if p.tokens_per_s and p.speed_source == "server":
-        fits = int(p.tokens_per_s * config.timeout_s * _SPEED_MARGIN)
-        if fits < config.max_answer_tokens:
-            new = max(_MIN_BOUND // 4, fits)
-            notes.append(
-                f"answer bound lowered from {config.max_answer_tokens} to {new} tokens: the "
-                f"server generates about {p.tokens_per_s:g} tokens/s, and JUDGE_TIMEOUT_S="
-                f"{config.timeout_s:g} leaves room for no more (lower JUDGE_MAX_ANSWER_TOKENS "
-                "or raise JUDGE_TIMEOUT_S to choose)"
-            )
-            config.max_answer_tokens = new
-    if p.context_tokens and config.max_answer_tokens >= p.context_tokens:
-        notes.append(
-            f"JUDGE_MAX_ANSWER_TOKENS={config.max_answer_tokens} alone fills the server's "
-            f"context of {p.context_tokens} tokens per request: each request's bound is "
-            "lowered to what its prompt leaves"
-        )
-    return notes
-
-
-def _key_version(config: LLMConfig, prompt_version: str) -> str:
-    # The cache key must follow what was actually sent. The default request (json_schema, no
-    # temperature) keeps the historical key so existing caches stay valid.
-    suffix = ""
-    if config.response_format != JSON_SCHEMA:
-        suffix += f"|{config.response_format}"
-    if config.temperature is not None and config.profile.send_temperature:
-        suffix += f"|t={config.temperature}"
-    return prompt_version + suffix
-
-
-def backoff_delay(config: LLMConfig, retry: int, rng: random.Random | None = None) -> float:
-    """Full jitter: uniform in [0, min(max, base * 2**retry)]."""
-    cap = min(config.backoff_max_s, config.backoff_base_s * (2**retry))
-    return (rng or random).uniform(0, cap)
 
 
 def _usable(
@@ -345,7 +163,7 @@ async def structured_call(
     the HTTP request only (cache hits never wait for a slot). Raises :class:`JudgeUnavailable`
     when the judge answered nothing for ``config.outage_patience_s``.
     """
-    version = _key_version(config, prompt_version)
+    version = key_version(config, prompt_version)
     key = cache_key(
         judge=judge_name,
         model=config.model,
@@ -424,7 +242,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
         backoff_max_s=config.backoff_max_s,
     )
     system_message = system_text(config.response_format, q.system, q.schema)
-    fmt = response_format(config.response_format, q.schema)
+    fmt = response_format(config.response_format, q.schema, text_bound=config.text_bound)
     user_text = q.user
     attempt = 0
     transient_retries = 0
@@ -502,7 +320,9 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     ticket, attempt, started, "error", tout=error.tokens, err=str(error)
                 )
                 if invalid_asks >= 1:
-                    raise VoteFailed(failures.tag(failures.SLOW, _slow(config, error))) from error
+                    raise VoteFailed(
+                        failures.tag(failures.SLOW, slow_reason(config, error))
+                    ) from error
                 invalid_asks += 1
                 user_text = q.user + correction("", truncated=True, bound=config.max_answer_tokens)
                 continue
@@ -526,7 +346,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     await q.sleep(backoff_delay(config, shared_context_retries - 1))
                     continue
                 if overflow is not None:
-                    raise _overflow(message, overflow, config.max_answer_tokens) from error
+                    raise overflow_error(message, overflow, config.max_answer_tokens) from error
                 if not transient:
                     raise VoteFailed(failures.tag(failures.REJECTED, message)) from error
                 patience.start()
@@ -571,9 +391,10 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                     cut.message,
                     raw=reply.raw,
                     reasoning=reply.tokens_reasoning,
+                    cached=reply.tokens_cached,
                 )
                 raise ContextOverflow(
-                    failures.tag(failures.PROMPT_CUT, _cut_reason(cut, config)), detail=cut
+                    failures.tag(failures.PROMPT_CUT, cut_reason(cut, config)), detail=cut
                 )
             content = reply.content
             truncated = reply.truncated
@@ -590,7 +411,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                 if parsed is not None and q.validate is not None:
                     problem = q.validate(parsed) or ""
             raw = reply.raw
-            usage = Usage(tin, tout, reply.tokens_reasoning)
+            usage = Usage(tin, tout, reply.tokens_reasoning, reply.tokens_cached)
             if parsed is not None and not problem:
                 value = parsed.model_dump(mode="json")
                 await _keep(q, ticket, attempt, started, value, usage, raw)
@@ -606,6 +427,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                 problem,
                 raw=raw,
                 reasoning=reply.tokens_reasoning,
+                cached=reply.tokens_cached,
             )
             if reply.thought_out:
                 raise VoteFailed(failures.tag(failures.REASONING, problem))
@@ -643,6 +465,7 @@ async def _keep(
         raw=raw,
         then=write,
         reasoning=usage.reasoning,
+        cached=usage.cached,
     )
     if not ended:
         await cache_put(q.cache, q.key, value, **meta)
@@ -654,36 +477,4 @@ class Usage:
     tokens_in: int
     tokens_out: int
     reasoning: int = 0
-
-
-def _slow(config: LLMConfig, timeout: AnswerTimeout) -> str:
-    speed = timeout.tokens / timeout.seconds if timeout.seconds > 0 else 0.0
-    need = config.max_answer_tokens / speed if speed > 0 else 0.0
-    return (
-        f"{timeout}; an answer of up to {config.max_answer_tokens} tokens "
-        f"(JUDGE_MAX_ANSWER_TOKENS) needs about {need:.0f} s at that speed, more than "
-        f"JUDGE_TIMEOUT_S={config.timeout_s:.0f}"
-    )
-
-
-def _cut_reason(cut: ContextError, config: LLMConfig) -> str:
-    if config.profile.server == "ollama":
-        return (
-            f"Ollama at {config.base_url}: {cut.message}; raise its context "
-            "(OLLAMA_CONTEXT_LENGTH=N ollama serve, or the model's num_ctx)"
-        )
-    return f"the server at {config.base_url}: {cut.message}; give it a larger context"
-
-
-def _overflow(message: str, overflow: ContextError, bound: int = 0) -> ContextOverflow:
-    sizes = ""
-    if overflow.prompt_tokens and overflow.context_tokens:
-        sizes = f" (prompt {overflow.prompt_tokens:,} tokens, context {overflow.context_tokens:,})"
-    if bound and overflow.context_tokens and bound >= overflow.context_tokens:
-        # No split can help: the answer bound alone takes the whole context.
-        message = (
-            f"the answer bound alone fills the context: JUDGE_MAX_ANSWER_TOKENS={bound:,} "
-            f"against a context of {overflow.context_tokens:,} tokens per request; lower "
-            f"JUDGE_MAX_ANSWER_TOKENS or give the server a larger context ({message})"
-        )
-    return ContextOverflow(failures.tag(failures.CONTEXT, f"{message}{sizes}"), detail=overflow)
+    cached: int = 0

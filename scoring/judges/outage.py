@@ -13,18 +13,25 @@ The breaker is shared by every event loop of the process (a worker may run sever
 in its own loop), so its state sits behind a thread lock and waiters are woken through their
 own loop. It forgets everything once no call uses it: a run paused for an outage starts afresh
 when it is picked up again, and stale state never outlives the calls that made it.
+
+Whoever runs the calls may want to say so while they wait (a run's page: "judge unreachable
+since 17:42:05, next try at 17:42:35"): :func:`outages_reported_to` names a listener for the
+calls made in its context, which is handed an :class:`OutageView` each time one of them meets
+the open breaker (before it waits, and each time it wakes) and ``None`` once one is answered.
+The listener runs on the calling loop's thread: it must only take note, never block.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 from scoring.judges.failures import JudgeUnavailable
@@ -36,6 +43,50 @@ log = logging.getLogger(__name__)
 _WAKE_S = 5.0
 
 Heartbeat = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class OutageView:
+    """What a call waiting on an open breaker knows, in wall-clock seconds (``time.time()``).
+
+    ``next_try`` is when the next probe may go out; ``None`` while one is in flight (a judge
+    that does not answer holds it for its whole timeout). ``gives_up_at`` is when this call's
+    patience ends and its run pauses, if the judge has not answered by then.
+    """
+
+    model: str
+    base_url: str
+    since: float
+    next_try: float | None
+    gives_up_at: float
+    error: str
+
+
+OutageListener = Callable[[OutageView | None], None]
+_listener: contextvars.ContextVar[OutageListener | None] = contextvars.ContextVar(
+    "judge_outage_listener", default=None
+)
+
+
+@contextmanager
+def outages_reported_to(listener: OutageListener) -> Iterator[None]:
+    """Report the outages met by the calls made in this context to ``listener`` (see the
+    module docstring); the context is copied into the event loops those calls run in."""
+    token = _listener.set(listener)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
+
+
+def _report(view: OutageView | None) -> None:
+    listener = _listener.get()
+    if listener is None:
+        return
+    try:
+        listener(view)
+    except Exception:  # a listener only takes note: its fault never fails a judge call
+        log.debug("the outage listener failed", exc_info=True)
 
 
 def _seconds(value: float) -> str:
@@ -91,11 +142,14 @@ class Attempt:
         """The server answered (any answer, even an invalid one or a refusal: it is up)."""
         self.reported = True
         self.breaker._answered(probe=self.probe)
+        _report(None)
 
     def failed(self, reason: str) -> None:
         """A transient failure (connection, timeout, 429, 5xx)."""
         self.reported = True
         self.breaker._failed(reason, probe=self.probe, patience=self.patience)
+        if self.breaker.is_open:
+            _report(self.breaker.view(self.patience))
 
 
 class CircuitBreaker:
@@ -110,6 +164,7 @@ class CircuitBreaker:
     def _reset(self) -> None:
         self.consecutive = 0  # transient failures in a row, with no answer in between
         self.opened_at: float | None = None
+        self.opened_wall = 0.0  # the same moment by the wall clock, for people
         self.probing = False
         self.probe_failures = 0
         self.next_probe_at = 0.0
@@ -168,6 +223,8 @@ class CircuitBreaker:
                 timeout = max(0.0, min(wake, patience.deadline, now + _WAKE_S) - now)
                 waiter: asyncio.Future[None] = loop.create_future()
                 self._waiters.append((loop, waiter))
+                view = self._view(patience)
+            _report(view)
             try:
                 await asyncio.wait_for(waiter, timeout)
             except TimeoutError:
@@ -177,6 +234,26 @@ class CircuitBreaker:
                     self._waiters = [w for w in self._waiters if w[1] is not waiter]
             if heartbeat is not None:
                 await heartbeat()
+
+    def view(self, patience: Patience) -> OutageView | None:
+        """The outage as a call with ``patience`` sees it; None while the breaker is closed."""
+        with self._lock:
+            return self._view(patience)
+
+    def _view(self, patience: Patience) -> OutageView | None:
+        # Called with the lock held. Monotonic times are turned into wall-clock ones here; the
+        # start is the one taken when the breaker opened, the same in every view of it.
+        if self.opened_at is None:
+            return None
+        now, wall = time.monotonic(), time.time()
+        return OutageView(
+            model=self.model,
+            base_url=self.base_url,
+            since=self.opened_wall,
+            next_try=None if self.probing else wall + max(0.0, self.next_probe_at - now),
+            gives_up_at=wall + (patience.deadline - now),
+            error=self.last_error,
+        )
 
     def unavailable(self, patience: Patience) -> JudgeUnavailable:
         with self._lock:
@@ -219,6 +296,7 @@ class CircuitBreaker:
                 self.probe_failures += 1
             if self.opened_at is None and self.consecutive >= max(1, patience.threshold):
                 self.opened_at = now
+                self.opened_wall = time.time()
                 self.probe_failures = 1
                 self.next_probe_at = now + _jitter(base, cap, 0)
                 log.warning(

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
+from scoring.judges import tracing
+
 Recorder = Callable[["CallRecord"], None]
 
 # What a ledger keeps of an answer or an error body: enough to see what went wrong.
@@ -68,6 +70,7 @@ class CallRecord:
     raw_response: str = ""
     prompt: Prompt | None = None
     tokens_reasoning: int = 0  # of tokens_out, those a reasoning model spent thinking
+    tokens_cached: int = 0  # of tokens_in, those the server read from its prompt cache
     # How the request was asked (model, temperature, bound, seed, response format, stream).
     request: dict[str, Any] = field(default_factory=dict)
 
@@ -110,6 +113,8 @@ class CallLedger:
         self.prompt_hash = prompt_hash
         self.vote_number = vote_number
         self.prompt = prompt
+        # The OpenTelemetry span of the attempt in flight (None when tracing is off).
+        self._span: tracing.CallSpan | None = None
 
     def _make(
         self,
@@ -121,6 +126,7 @@ class CallLedger:
         err: str = "",
         raw: str = "",
         reasoning: int = 0,
+        cached: int = 0,
     ) -> CallRecord:
         return CallRecord(
             judge=self.judge,
@@ -136,6 +142,7 @@ class CallLedger:
             raw_response=raw[:RAW_RESPONSE_LIMIT],
             prompt=self.prompt,
             tokens_reasoning=reasoning,
+            tokens_cached=cached,
             request=self.request if status != "cached" else {},
         )
 
@@ -144,6 +151,9 @@ class CallLedger:
             self.record(self._make(0, started, "cached"))
 
     async def begin(self, attempt: int) -> Any:
+        self._span = tracing.call_span(
+            judge=self.judge, model=self.model, vote_number=self.vote_number, attempt=attempt
+        )
         if not self.durable:
             return None
         durable: Any = self.record
@@ -154,9 +164,9 @@ class CallLedger:
             # The row is written all the same: complete it, or it would stay pending although
             # its worker lives on.
             ticket = await writing
-            await _to_the_end(
-                durable.aend(ticket, self._make(attempt, 0.0, "abandoned", err=ABANDONED))
-            )
+            abandoned = self._make(attempt, 0.0, "abandoned", err=ABANDONED)
+            self._end_span(abandoned)
+            await _to_the_end(durable.aend(ticket, abandoned))
             raise
 
     async def end(
@@ -172,12 +182,14 @@ class CallLedger:
         raw: str = "",
         then: Callable[[], None] | None = None,
         reasoning: int = 0,
+        cached: int = 0,
     ) -> bool:
         """Record how the attempt ended; ``True`` when ``then`` ran in the ledger's transaction.
 
         ``raw`` is what the server returned (capped at :data:`RAW_RESPONSE_LIMIT`).
         """
-        record = self._make(attempt, started, status, tin, tout, err, raw, reasoning)
+        record = self._make(attempt, started, status, tin, tout, err, raw, reasoning, cached)
+        self._end_span(record)
         if self.durable:
             durable: Any = self.record
             await _to_the_end(durable.aend(ticket, record, then=then))
@@ -185,6 +197,19 @@ class CallLedger:
         if self.record is not None:
             self.record(record)
         return False
+
+    def _end_span(self, record: CallRecord) -> None:
+        span, self._span = self._span, None
+        if span is not None:
+            span.end(
+                status=record.status,
+                tokens_in=record.tokens_in,
+                tokens_out=record.tokens_out,
+                tokens_cached=record.tokens_cached,
+                tokens_reasoning=record.tokens_reasoning,
+                latency_ms=record.latency_ms,
+                error=record.error,
+            )
 
 
 async def _to_the_end(write: Awaitable[Any]) -> Any:

@@ -8,6 +8,7 @@ turns a reply into the expected pydantic model or a *short* description of what 
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, TypeVar
 
@@ -18,25 +19,49 @@ from scoring.judges.server import JSON_OBJECT, JSON_SCHEMA, PROMPT_ONLY
 M = TypeVar("M", bound=BaseModel)
 
 
-def strict_json_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema in the strict form OpenAI structured outputs require."""
+# A field's own bound on its text, declared in the model (``json_schema_extra``): sent as
+# ``maxLength`` (capped by ``text_bound``) where the text is bounded, dropped everywhere else.
+MAX_CHARS = "x-max-chars"
 
+
+def strict_json_schema(schema: type[BaseModel], *, text_bound: int = 0) -> dict[str, Any]:
+    """The model's JSON schema in the strict form OpenAI structured outputs require (a fresh
+    copy: the caller may change it); with ``text_bound``, every free-text string (no enum,
+    const or pattern) also gets a ``maxLength``: its field's :data:`MAX_CHARS` or
+    ``text_bound``, whichever is lower (for llama.cpp's grammar; OpenAI's strict mode refuses
+    length keywords)."""
+    result: dict[str, Any] = json.loads(_strict_schema_text(schema, text_bound))
+    return result
+
+
+# Every judge call sends its schema, and pydantic builds a model's JSON schema from scratch each
+# time (0.3 ms of CPU per call on a loaded 2-core machine, 1,000 calls per audit run): built
+# once per model class. The audit's per-batch models are cached classes too
+# (``batch_verdict_schema``), so the same class comes back for the same batch.
+@functools.lru_cache(maxsize=1024)
+def _strict_schema_text(schema: type[BaseModel], text_bound: int) -> str:
     def fix(node: Any) -> Any:
         if isinstance(node, dict):
-            node = {k: fix(v) for k, v in node.items() if k not in ("default", "title")}
+            own = node.get(MAX_CHARS)
+            skip = ("default", "title", MAX_CHARS)
+            node = {k: fix(v) for k, v in node.items() if k not in skip}
             if node.get("type") == "object" and "properties" in node:
                 node["additionalProperties"] = False
                 node["required"] = list(node["properties"])
+            free_text = not {"enum", "const", "pattern", "maxLength"} & set(node)
+            if text_bound and node.get("type") == "string" and free_text:
+                node["maxLength"] = min(text_bound, int(own or text_bound))
             return node
         if isinstance(node, list):
             return [fix(v) for v in node]
         return node
 
-    result: dict[str, Any] = fix(schema.model_json_schema())
-    return result
+    return json.dumps(fix(schema.model_json_schema()))
 
 
-def response_format(mode: str, schema: type[BaseModel]) -> dict[str, Any] | None:
+def response_format(
+    mode: str, schema: type[BaseModel], *, text_bound: int = 0
+) -> dict[str, Any] | None:
     if mode == JSON_OBJECT:
         return {"type": "json_object"}
     if mode == PROMPT_ONLY:
@@ -45,7 +70,7 @@ def response_format(mode: str, schema: type[BaseModel]) -> dict[str, Any] | None
         "type": "json_schema",
         "json_schema": {
             "name": schema.__name__,
-            "schema": strict_json_schema(schema),
+            "schema": strict_json_schema(schema, text_bound=text_bound),
             "strict": True,
         },
     }

@@ -1,9 +1,13 @@
 """Observable geometry of a run: exploratory statistics over the text of its cases.
 
-Each case becomes a short document (category, severity, pass/fail, a risk bucket, the task and
-input snapshot, the explanation, the matched rule labels). TF-IDF turns the documents into
-sparse vectors; a truncated SVD (latent semantic analysis) reduces them to at most
-``MAX_DIMENSIONS`` dense dimensions, which are L2-normalised. KMeans clusters that embedding.
+Each case becomes a short document: its probe's category, severity, task and input snapshot,
+and the labels of the rules its response matched (features of the response's text). The
+scorer's verdict is left out: its explanation ("expected refuse: no refusal language; risk
+0.85") and risk bucket restate the outcome, and clusters labelled by them ("expected",
+"language", "risk_high") described the scoring, not the responses (issue 37 item 8).
+TF-IDF turns the documents into sparse vectors; a truncated SVD (latent semantic analysis)
+reduces them to at most ``MAX_DIMENSIONS`` dense dimensions, which are L2-normalised. KMeans
+clusters that embedding.
 
 How k is chosen: every k from 2 to ``min(MAX_K, distinct points - 1)`` is fitted and the one
 with the highest silhouette score wins (ties go to the smaller k); the silhouette is computed
@@ -57,16 +61,6 @@ NOTE = (
 )
 
 
-def _risk_bucket(risk: float) -> str:
-    if risk >= 0.75:
-        return "risk_high"
-    if risk >= 0.5:
-        return "risk_elevated"
-    if risk >= 0.25:
-        return "risk_moderate"
-    return "risk_low"
-
-
 # Words that say a case's outcome. The clusters are read against pass/fail (the mutual
 # information of the report): a document holding its own outcome would make that figure
 # circular, so they are left out of the documents and never label a cluster.
@@ -82,11 +76,10 @@ def case_document(case: CaseScore) -> str:
         (
             f"category_{case.category}",
             f"severity_{case.severity}",
-            _risk_bucket(case.risk_score),
-            case.task[:INPUT_SNAPSHOT_CHARS],
-            case.probe_input[:INPUT_SNAPSHOT_CHARS],
-            # The explanation starts "PASS (expected …)" or "FAIL (expected …)".
-            _OUTCOME_WORDS.sub(" ", case.explanation),
+            _OUTCOME_WORDS.sub(" ", case.task[:INPUT_SNAPSHOT_CHARS]),
+            # A probe's own words "pass" or "fail" say nothing of the outcome, but would read
+            # as if they did on the legend.
+            _OUTCOME_WORDS.sub(" ", case.probe_input[:INPUT_SNAPSHOT_CHARS]),
             labels,
         )
     )

@@ -22,19 +22,31 @@ The paired rule, for rows ordered best first:
 * to bound the work on large boards, an entry is tested against the overlapping entries
   within ``window`` places of it; an overlapping pair further apart stays undecided (as
   under the unpaired rule);
+* each tested pair gets a two-sided p-value: the bootstrap's (twice the smaller share of
+  resampled differences on either side of 0), carried through the same expansion as the
+  interval (:func:`expanded_p_value`), and, where the entries' per-item rows are given, no
+  smaller than an exact test's on the items where the two differ (:func:`exact_p_value`: the
+  exact sign test, i.e. exact McNemar on 0/1 items; for items of several quantities the
+  smallest p any sign test on that many discordant items can reach). Two entries that differ
+  on 4 items, all the same way, have p = 0.125 and are never called different, however the
+  bootstrap's interval falls on so few distinct resamples;
+* multiplicity: a board tests many pairs at once (12 equal entries: 66 pairs, and at least
+  one of them "significant" on most boards without a correction). The p-values of all pairs
+  tested on a board are adjusted by Holm's step-down method (:func:`holm_adjust`), which
+  bounds the chance of calling any equal pair different at ``1 - level``; a pair differs
+  when its adjusted p-value is at most ``1 - level``;
 * rank range: best = 1 + the number of entries significantly better; worst = the number of
   ranked entries minus the number significantly worse;
 * "tied with the row above": the two are not significantly different.
-
-No correction for the number of comparisons is made: like the unpaired marks, each mark is
-one 95% statement.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +62,9 @@ from scoring.stats.bootstrap import (
 
 # An entry is tested against overlapping entries at most this many places above and below.
 PAIRED_WINDOW = 50
+# The seed of every paired resample the site draws (a board's marks and a two-row comparison
+# alike), so a comparison page repeats the marks' draws and a refresh repeats the page's.
+PAIRED_SEED = 0
 
 Statistic = Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]]
 
@@ -131,10 +146,113 @@ def expanded_level(level: float, items: int) -> float:
     return float(1.0 - 2.0 * norm.sf(z))
 
 
+def holm_adjust(p_values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Holm's step-down adjusted p-values, in the order given.
+
+    The ``k``-th smallest of ``m`` p-values is multiplied by ``m - k + 1``, and the adjusted
+    values are made non-decreasing in that order (and capped at 1). Rejecting every pair whose
+    adjusted p-value is at most ``alpha`` bounds the family-wise error at ``alpha`` under any
+    dependence between the tests (Holm 1979), which the pairs of one board have: they share
+    entries and resamples.
+    """
+    p = np.asarray(p_values, dtype=np.float64).reshape(-1)
+    m = p.size
+    if m == 0:
+        return p.copy()
+    if np.isnan(p).any():
+        raise ValueError("p_values: NaN is not a p-value")
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * (m - np.arange(m, dtype=np.float64))
+    adjusted_sorted = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    adjusted = np.empty(m, dtype=np.float64)
+    adjusted[order] = adjusted_sorted
+    return adjusted
+
+
+@functools.lru_cache(maxsize=4096)
+def sign_test_p_value(wins: int, losses: int) -> float:
+    """The exact two-sided sign test of ``wins`` against ``losses`` (ties left out): twice the
+    binomial(wins + losses, 1/2) tail of the rarer side, capped at 1. On 0/1 items it is the
+    exact McNemar test of the discordant pairs."""
+    if wins < 0 or losses < 0:
+        raise ValueError(f"wins, losses: must not be negative, got {wins}, {losses}")
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    # Exact integers: 2.0**n overflows a float beyond 1,023 discordant items.
+    tail = Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2**n)
+    return min(1.0, float(2 * tail))
+
+
+def min_discordance_p_value(discordant: int) -> float:
+    """The smallest two-sided p-value any sign test can reach on ``discordant`` items: the
+    one where all of them go the same way (4 items: 0.125)."""
+    return sign_test_p_value(discordant, 0)
+
+
+def exact_p_value(a: npt.ArrayLike, b: npt.ArrayLike) -> tuple[float, int]:
+    """``(p, discordant)``: an exact test of entries ``a`` and ``b`` on their per-item rows
+    (one row per item, the same items in the same order) and the number of items on which
+    the rows differ.
+
+    Items of one quantity: the exact sign test of the items where ``a`` is higher against
+    those where ``b`` is (exact McNemar on 0/1 items). Items of several quantities have no
+    one direction per item, so the minimum-discordance bound is used: the smallest p any
+    sign test on that many discordant items could give. Either way, a difference resting on
+    a handful of items is never significant.
+    """
+    ma = np.asarray(a, dtype=np.float64)
+    mb = np.asarray(b, dtype=np.float64)
+    ma = ma[:, None] if ma.ndim == 1 else ma
+    mb = mb[:, None] if mb.ndim == 1 else mb
+    if ma.shape != mb.shape:
+        raise ValueError(f"b: per-item rows of shape {mb.shape}, expected {ma.shape}")
+    differs = (ma != mb).any(axis=1)
+    discordant = int(differs.sum())
+    if ma.shape[1] == 1:
+        wins = int((ma[:, 0] > mb[:, 0]).sum())
+        return sign_test_p_value(wins, discordant - wins), discordant
+    return min_discordance_p_value(discordant), discordant
+
+
+def _bootstrap_p_values(diffs: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per row of resampled differences, the two-sided bootstrap p-value of "no difference":
+    twice the smaller share of draws on either side of 0 (0 itself counted on both), NaN
+    draws left out (NaN where every draw is)."""
+    valid = ~np.isnan(diffs)
+    count = valid.sum(axis=1).astype(np.float64)
+    below = ((diffs <= 0) & valid).sum(axis=1)
+    above = ((diffs >= 0) & valid).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.minimum(1.0, 2.0 * np.minimum(below, above) / count)
+    return np.where(count > 0, p, np.nan)
+
+
+def expanded_p_value(p: npt.ArrayLike, items: int) -> npt.NDArray[np.float64]:
+    """Bootstrap p-values carried through the interval's expansion (module doc): the expanded
+    ``level`` interval excludes 0 exactly when the result is below ``1 - level``. Unchanged
+    for fewer than 2 items."""
+    values = np.asarray(p, dtype=np.float64)
+    if items < 2:
+        return values
+    from scipy.stats import norm, t
+
+    z = norm.isf(values / 2.0) / math.sqrt(items / (items - 1))
+    return np.asarray(2.0 * t.sf(z, items - 1), dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class Difference:
     """``a - b`` on all items and its paired (expanded percentile) interval at ``level``;
-    ``percentile`` is the plain percentile level that interval was read at."""
+    ``percentile`` is the plain percentile level that interval was read at.
+
+    ``p_value``: the bootstrap's two-sided p-value, expanded as the interval is;
+    ``exact_p``: the exact test's on the ``discordant`` items that differ
+    (:func:`exact_p_value`); ``draws``: the resampled differences (NaN left out), for a
+    picture of their distribution. The pair is significant, on its own (no correction for
+    other pairs), when the interval excludes 0 and the exact test agrees at ``1 - level``.
+    """
 
     value: float
     low: float
@@ -143,10 +261,18 @@ class Difference:
     percentile: float
     resamples: int
     seed: int
+    p_value: float = 1.0
+    exact_p: float = 0.0
+    discordant: int = 0
+    draws: tuple[float, ...] = ()
+
+    @property
+    def interval_excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
 
     @property
     def significant(self) -> bool:
-        return self.low > 0 or self.high < 0
+        return self.interval_excludes_zero and self.exact_p <= 1.0 - self.level
 
 
 def _quantiles(diffs: npt.NDArray[np.float64], level: float) -> npt.NDArray[np.float64]:
@@ -175,9 +301,13 @@ def paired_difference(
     _check(resamples, level)
     values, draws = paired_distributions([a, b], resamples=resamples, seed=seed)
     percentile = expanded_level(level, _matrix(a).shape[0])
-    ((low, high),) = _quantiles((draws[0] - draws[1])[None, :], percentile)
+    diffs = draws[0] - draws[1]
+    ((low, high),) = _quantiles(diffs[None, :], percentile)
     if np.isnan(low):
         return None
+    items = _matrix(a).shape[0]
+    (p_value,) = expanded_p_value(_bootstrap_p_values(diffs[None, :]), items)
+    exact_p, discordant = exact_p_value(_matrix(a), _matrix(b))
     return Difference(
         value=float(values[0] - values[1]),
         low=float(low),
@@ -186,6 +316,10 @@ def paired_difference(
         percentile=percentile,
         resamples=resamples,
         seed=seed,
+        p_value=float(p_value),
+        exact_p=exact_p,
+        discordant=discordant,
+        draws=tuple(float(d) for d in diffs[~np.isnan(diffs)]),
     )
 
 
@@ -198,6 +332,9 @@ class PairedMarks:
     tied_with_above: npt.NDArray[np.bool_]
     tested_pairs: int
     split_pairs: int
+    # Holm over the ``tested_pairs``; the exact test gated them when per-item rows were given.
+    correction: str = "holm"
+    exact_test: bool = False
 
 
 def _undecided(
@@ -248,6 +385,7 @@ def paired_marks(
     items: int,
     level: float = DEFAULT_LEVEL,
     window: int = PAIRED_WINDOW,
+    matrices: Sequence[npt.ArrayLike] | None = None,
 ) -> PairedMarks:
     """Rank ranges and ties of ranked rows (best first) by the paired rule (module doc).
 
@@ -256,9 +394,11 @@ def paired_marks(
     ``lows``/``highs`` are the rows' unpaired intervals already widened to contain their
     values; ``exact`` marks rows whose value is exact by definition; ``tested`` marks the rows
     that have draws (the others are compared by the unpaired rule only); ``items`` is the
-    number of items the draws resampled (for the expanded interval).
+    number of items the draws resampled (for the expanded interval); ``matrices``, one per
+    tested row in the order of ``draws``, are the rows' per-item quantities (the
+    :attr:`PairedEntry.matrix`), for the exact test (:func:`exact_p_value`). The p-values of
+    all the pairs tested are adjusted by Holm's method (:func:`holm_adjust`).
     """
-    percentile = expanded_level(level, items)
     values = np.asarray(values, dtype=np.float64)
     lows = np.asarray(lows, dtype=np.float64)
     highs = np.asarray(highs, dtype=np.float64)
@@ -280,14 +420,27 @@ def paired_marks(
     pi = np.concatenate(pi_parts) if pi_parts else np.zeros(0, dtype=np.int64)
     pj = np.concatenate(pj_parts) if pj_parts else np.zeros(0, dtype=np.int64)
     verdict = np.zeros(len(pi), dtype=np.int64)  # 1: i better, -1: j better, 0: tied
+    p_values = np.ones(len(pi), dtype=np.float64)
+    direction = np.zeros(len(pi), dtype=np.int64)
     row_of = np.cumsum(tested) - 1  # a tested row's index in ``draws``
     step = max(1, _PAIR_CELLS // max(1, draws.shape[1] if draws.ndim == 2 else 1))
     for start in range(0, len(pi), step):
         a, b = pi[start : start + step], pj[start : start + step]
-        q = _quantiles(draws[row_of[a]] - draws[row_of[b]], percentile)
-        part = verdict[start : start + step]
-        part[q[:, 0] > 0] = 1
-        part[q[:, 1] < 0] = -1
+        diffs = draws[row_of[a]] - draws[row_of[b]]
+        boot = np.nan_to_num(expanded_p_value(_bootstrap_p_values(diffs), items), nan=1.0)
+        p_values[start : start + step] = boot
+        # The side of 0 most draws fall on (NaN draws on neither); read where rejected.
+        higher = (diffs > 0).sum(axis=1) >= (diffs < 0).sum(axis=1)
+        direction[start : start + step] = np.where(higher, 1, -1)
+    discordant = np.zeros(len(pi), dtype=np.int64)
+    if matrices is not None and len(pi):
+        for index, (a_row, b_row) in enumerate(zip(row_of[pi], row_of[pj], strict=True)):
+            exact_p, discordant[index] = exact_p_value(matrices[a_row], matrices[b_row])
+            p_values[index] = max(p_values[index], exact_p)
+    adjusted = holm_adjust(p_values)
+    alpha = 1.0 - level
+    rejected = adjusted <= alpha
+    verdict[rejected] = direction[rejected]
     np.add.at(better, pj[verdict == 1], 1)
     np.add.at(worse, pi[verdict == 1], 1)
     np.add.at(better, pi[verdict == -1], 1)
@@ -300,4 +453,5 @@ def paired_marks(
         tied_with_above=tied,
         tested_pairs=len(pi),
         split_pairs=int((verdict != 0).sum()),
+        exact_test=matrices is not None,
     )

@@ -47,6 +47,7 @@ from benchmarks_app.models import (
     TruthFinding,
     Webhook,
     WebhookDelivery,
+    WorkerClock,
 )
 
 pytestmark = pytest.mark.django_db
@@ -153,7 +154,9 @@ def one_of_each(django_user_model: Any) -> dict[type[models.Model], tuple[models
     piece = RunPiece.objects.create(
         run=audit_run, key="repo-alpha-7", status="running", worker="host-nu:12/13"
     )
+    clock = WorkerClock.objects.create(host="host-xi", skew_s=0.25, measured_at=timezone.now())
     return {
+        WorkerClock: (clock, "host-xi"),
         RunPiece: (piece, "host-nu:12/13"),
         Repo: (repo, "repo-alpha-7"),
         AuditDataset: (dataset, "dataset-rho"),

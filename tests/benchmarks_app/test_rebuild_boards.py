@@ -11,7 +11,7 @@ from benchmarks_app.models import ChecklistBoardRow, ProbeBoardRow
 from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, attach_marks
 from benchmarks_app.selectors.checklist import checklist_leaderboard
-from benchmarks_app.selectors.probes import probe_leaderboard
+from benchmarks_app.selectors.probe_boards import probe_leaderboard
 from benchmarks_app.services.boards import boards_missing
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus
-from benchmarks_app.services import leases, scheduling
+from benchmarks_app.services import leases, piece_running
 from benchmarks_app.services import runs as run_services
 from benchmarks_app.services.sweeper import runs_sweep
 
@@ -108,7 +108,7 @@ def test_finish_with_failed_items_marks_the_run_failed_and_incomplete() -> None:
 def _use_kind(monkeypatch: Any, process: Any) -> None:
     # One dict shared by the run modules; the processor is looked up where pieces run.
     monkeypatch.setitem(run_services.RUN_KINDS, "probes", run_services.RunKind(process="x.process"))
-    monkeypatch.setattr(scheduling, "import_string", lambda path: process)
+    monkeypatch.setattr(piece_running, "import_string", lambda path: process)
 
 
 def test_a_crashed_piece_fails_the_run_and_resume_requeues_it(
@@ -319,3 +319,26 @@ def test_a_judge_outage_pauses_the_run_and_the_sweeper_finishes_it(monkeypatch: 
     run.refresh_from_db()
     assert report.waiting == [piece.pk]
     assert run.status == RunStatus.SUCCEEDED and run.is_complete and run.error == ""
+
+
+def test_a_stale_recount_never_takes_the_counter_backwards(client: Any) -> None:
+    """A piece counts the stored results, then writes the count; a sibling that advanced the
+    counter in between must not be undone (a cancelled run showed 46/188, then 7/188 on reload,
+    for good: a cancelled run never reaches the end's recount). Issue 37 item 5."""
+    run = _run()
+    run_services.run_set_total(run=run, total=10)
+    stale = EvaluationRun.objects.get(pk=run.pk)
+    run_services.run_advance(run=run, by=6)
+    run_services.run_set_total(run=stale, total=10, done=2)
+    assert stale.progress_done == 6
+    run_services.run_cancel(run=run)
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and run.progress_done == 6
+    status = client.get(f"/runs/{run.pk}/status/").json()
+    assert (status["progress_done"], status["progress_total"]) == (6, 10)
+    api = client.get(f"/api/runs/{run.pk}/").json()
+    assert (api["progress_done"], api["progress_total"]) == (6, 10)
+    # A smaller total still bounds the count (the table's check constraint).
+    run_services.run_set_total(run=run, total=4, done=1)
+    run.refresh_from_db()
+    assert (run.progress_done, run.progress_total) == (4, 4)

@@ -65,6 +65,8 @@ def test_audit_upload_page_follows_its_run_to_the_results(
     status = page.locator("#run-status [data-role=status]")
     expect(status).to_have_text("Queued")
     expect(page.get_by_text("Not judged yet")).to_be_visible()
+    flash = page.locator("main > ul.messages")
+    expect(flash).to_contain_text("is queued")
     _mark_document(page)
 
     assert queued_tasks() == [run.pk]
@@ -80,6 +82,8 @@ def test_audit_upload_page_follows_its_run_to_the_results(
     expect(rows.filter(has_text="H-01")).to_have_count(1)
     expect(page.locator("#run-results dl.facts")).to_contain_text("Recall")
     expect(page.locator("[data-role=live]")).to_be_hidden()
+    # "… is queued" no longer holds once the run has ended: the stale flash went with it.
+    expect(page.get_by_text("is queued")).to_have_count(0)
     assert _still_same_document(page)
     screenshot("audit-results")
 

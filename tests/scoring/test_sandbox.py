@@ -48,3 +48,31 @@ def test_results_and_exceptions_cross_back() -> None:
     assert run_limited(sum, [1, 2, 3], limits=Limits()) == 6
     with pytest.raises(KeyError, match="the reader's own error"):
         run_limited(_fail, limits=Limits())
+
+
+def test_a_child_asleep_without_using_cpu_is_stopped_as_stalled() -> None:
+    """A lock held by another thread at the fork never comes free in the child: it sleeps
+    using no CPU, and is stopped long before the wall backstop."""
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(LimitExceeded) as info:
+        run_limited(
+            time.sleep, 120, limits=Limits(cpu_seconds=30, wall_seconds=120, stall_seconds=1)
+        )
+    assert info.value.kind == "time" and "stopped making progress for 1 s" in str(info.value)
+    assert time.monotonic() - started < 60
+
+
+def test_the_cpu_limit_is_the_childs_cpu_time_not_the_clock() -> None:
+    with pytest.raises(LimitExceeded) as info:
+        run_limited(_spin, limits=Limits(cpu_seconds=0.5, wall_seconds=60))
+    assert "used more than 0.5 s of CPU time" in str(info.value)
+
+
+def test_the_heartbeat_is_called_while_the_child_runs() -> None:
+    import time
+
+    beats: list[float] = []
+    assert run_limited(time.sleep, 0.6, limits=Limits(), heartbeat=lambda: beats.append(1)) is None
+    assert len(beats) >= 2

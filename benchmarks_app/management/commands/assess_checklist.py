@@ -17,6 +17,7 @@ from benchmarks_app.models import (
     RunStatus,
 )
 from benchmarks_app.selectors.checklist import checklist_run_votes, default_challenge
+from benchmarks_app.selectors.run_health import run_end_text
 from benchmarks_app.selectors.runs import run_judge_usage
 from benchmarks_app.services.checklist import (
     ChecklistSubmissionError,
@@ -24,6 +25,7 @@ from benchmarks_app.services.checklist import (
     checklist_paper_assess_for_maintainers,
 )
 from benchmarks_app.services.checklist.maintainers import MAINTAINERS_TEAM
+from benchmarks_app.services.queue_canary import queue_key_problem
 from benchmarks_app.services.runs import run_wait
 from benchmarks_app.services.uploads import upload_too_large
 from scoring.judges.usage import JudgeUsage
@@ -77,6 +79,7 @@ def run_report(run: EvaluationRun) -> dict[str, Any]:
         "run": run.pk,
         "status": run.status,
         "judge": run.judge,
+        "judge_label": run.judge_label,
         "error": run.error,
         "judge_usage": run_judge_usage(run=run).as_dict(),
         "votes": checklist_run_votes(run=run),
@@ -129,6 +132,9 @@ class Command(BaseCommand):
         parser.add_argument("--format", choices=["text", "json"], default="text")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Tasks signed with a key no running cluster shares would be dropped unread.
+        if problem := queue_key_problem():
+            raise CommandError(f"refusing to queue a run: {problem}")
         path = Path(options["paper"])
         if not path.exists():
             raise CommandError(f"{path}: no such file")
@@ -160,14 +166,15 @@ class Command(BaseCommand):
         if not options["wait"]:
             self._queued(run, as_json=options["format"] == "json")
             return
-        run = run_wait(run=run)
+        # Why the run waits goes to stderr: stdout may be the JSON report.
+        run = run_wait(run=run, on_event=self.stderr.write)
         report = run_report(run)
         if options["format"] == "json":
             self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
         else:
             self._text(report)
         if run.status != RunStatus.SUCCEEDED:
-            raise CommandError(f"Run #{run.pk} {run.status}: {run.error}")
+            raise CommandError(f"Run #{run.pk} {run.status}: {run_end_text(run)}")
 
     def _queued(self, run: EvaluationRun, *, as_json: bool) -> None:
         # With a synchronous queue (Q_SYNC) the run has already ended by now.
@@ -185,13 +192,14 @@ class Command(BaseCommand):
                 "run": run.pk,
                 "status": run.status,
                 "judge": run.judge,
+                "judge_label": run.judge_label,
                 "submission": run.checklist_submission_id,
                 "pages": pages,
             }
             self.stdout.write(json.dumps(payload, indent=2))
             return
         self.stdout.write(
-            f"Queued run #{run.pk} ({run.status}) with judge {run.judge} for submission "
+            f"Queued run #{run.pk} ({run.status}) with judge {run.judge_label} for submission "
             f"#{run.checklist_submission_id} of team {MAINTAINERS_TEAM!r}."
         )
         self.stdout.write(
@@ -207,10 +215,10 @@ class Command(BaseCommand):
             f"{paper['file']}: {paper['title'] or '(untitled)'} · {paper['body_words']} words{cut}"
         )
         self.stdout.write(
-            f"Run #{report['run']} {report['status']} · judge {report['judge']} · submission "
+            f"Run #{report['run']} {report['status']} · judge {report['judge_label']} · submission "
             f"#{report['submission']} of {report['team']!r} in {report['challenge']}"
         )
-        self.stdout.write(JudgeUsage(**report["judge_usage"]).line())
+        self.stdout.write(JudgeUsage.from_dict(report["judge_usage"]).line())
         if votes := report.get("votes"):
             self.stdout.write(
                 f"Votes: {votes['policy']} (CHECKLIST_VOTES: {votes['text']}): {votes['votes']} "

@@ -9,9 +9,11 @@ from django.db import transaction
 
 from benchmarks_app.models import EvaluationRun, Repo, Scanner
 from benchmarks_app.models.audit import AuditDataset
+from benchmarks_app.selectors.run_health import run_end_text
 from benchmarks_app.selectors.runs import ended_run_failure_causes, run_judge_usage
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
 from benchmarks_app.services.audit.processing import audit_run_set_prefilter
+from benchmarks_app.services.queue_canary import queue_key_problem
 from benchmarks_app.services.runs import run_wait
 from scoring.judges import failures
 
@@ -67,6 +69,9 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Tasks signed with a key no running cluster shares would be dropped unread.
+        if problem := queue_key_problem():
+            raise CommandError(f"refusing to queue a run: {problem}")
         scanner = Scanner.objects.filter(name=options["scanner"]).first()
         if scanner is None:
             raise CommandError(f"scanner: no scanner named {options['scanner']!r}; import first")
@@ -120,7 +125,7 @@ class Command(BaseCommand):
         on = (
             f"on {run.release}" if run.release_id else "on the current truth (no release: no board)"
         )
-        self.stdout.write(f"Queued run #{run.pk}: {scanner.name} {on} with judge {run.judge}")
+        self.stdout.write(f"Queued run #{run.pk}: {scanner.name} {on} with judge {run.judge_label}")
         if not options["wait"]:
             return
         tty = getattr(self.stdout, "isatty", lambda: False)() or sys.stdout.isatty()
@@ -132,14 +137,19 @@ class Command(BaseCommand):
                 self.stdout.write(line if tty else line.lstrip("\r"), ending="" if tty else "\n")
                 last[0] = line
 
-        run = run_wait(run=run, on_progress=show)
+        def tell(message: str) -> None:
+            # Why the run waits (the line its page shows), on a line of its own.
+            self.stderr.write(("\n" if tty else "") + message)
+
+        run = run_wait(run=run, on_progress=show, on_event=tell)
         if tty:
             self.stdout.write("")
         usage = run_judge_usage(run=run).line()
         if run.status == "succeeded":
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"Run #{run.pk} succeeded. Report: manage.py audit_report "
+                    f"Run #{run.pk} succeeded (judge {run.judge_label}). Report: "
+                    f"manage.py audit_report "
                     f"--scanner {scanner.name} --run {run.pk}"
                 )
             )
@@ -152,4 +162,4 @@ class Command(BaseCommand):
                     f"Why {run.failed_items} truth finding(s) could not be judged:\n"
                     + failures.details(causes)
                 )
-            raise CommandError(f"Run #{run.pk} {run.status}: {run.error}")
+            raise CommandError(f"Run #{run.pk} {run.status}: {run_end_text(run)}")

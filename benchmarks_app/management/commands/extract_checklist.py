@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks_app.services.checklist.papers import paper_read
+from benchmarks_app.services.reader_slots import PaperReadRefused
 from scoring.checklist.extract import ExtractedPaper, ExtractionError
 
 
@@ -50,8 +51,9 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         try:
-            paper = paper_read(path.read_bytes(), path.name, strict=False)
-        except ExtractionError as exc:
+            # A maintainer's command waits for a free reader slot rather than failing at once.
+            paper = paper_read(path.read_bytes(), path.name, strict=False, slot_wait_s=300)
+        except (ExtractionError, PaperReadRefused) as exc:
             raise CommandError(str(exc)) from exc
         if options["format"] == "json":
             self.stdout.write(json.dumps(paper.as_json(), indent=2, ensure_ascii=False))

@@ -15,6 +15,7 @@ from benchmarks_app.services.checklist import (
     checklist_import_assessed,
     checklist_team_create,
 )
+from benchmarks_app.services.queue_canary import queue_key_problem
 from benchmarks_app.services.runs import run_wait
 from scoring.judges import failures
 
@@ -34,6 +35,9 @@ class Command(BaseCommand):
         parser.add_argument("--label", default="")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Tasks signed with a key no running cluster shares would be dropped unread.
+        if problem := queue_key_problem():
+            raise CommandError(f"refusing to queue a run: {problem}")
         challenge = default_challenge(options.get("challenge"))
         if challenge is None:
             raise CommandError("No challenge found: create one in the admin first.")

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks_app.selectors.judge_agreement import judge_agreement, judges_agreement
+from benchmarks_app.selectors.judge_agreement_table import agreement_table
 from benchmarks_app.services.curated_verdicts import (
     CuratedVerdictError,
     VerdictImportReport,
@@ -63,25 +64,3 @@ class Command(BaseCommand):
             self.stdout.write(f"  skipped {line}")
         if len(report.skipped) > 20:
             self.stdout.write(f"  … and {len(report.skipped) - 20} more skipped")
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
-def _ci(ci: dict[str, Any] | None) -> str:
-    return "" if not ci else f" [{ci['low']:.3f}, {ci['high']:.3f}]"
-
-
-def agreement_table(figures: list[dict[str, Any]]) -> str:
-    if not figures:
-        return "No judge has judged an item with a curated verdict yet.\n"
-    lines = ["judge / benchmark: n, accuracy [95% CI], Cohen's kappa [95% CI], failed"]
-    for f in figures:
-        lines.append(
-            f"{f['judge']} / {f['benchmark']}: n={f['n']}, accuracy {_pct(f['accuracy'])}"
-            f"{_ci(f['accuracy_ci'])}, kappa {_pct(f['kappa'])}{_ci(f['kappa_ci'])}, "
-            f"failed {f['failed']}"
-        )
-        lines.extend(f"  note: {w}" for w in f["warnings"])
-    return "\n".join(lines) + "\n"

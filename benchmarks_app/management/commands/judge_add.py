@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks_app.models import JudgeKind
 from benchmarks_app.services.judge_records import (
+    JudgeBundleError,
     JudgeRecordError,
     judge_probe_summary,
     judge_record_check,
@@ -86,6 +87,9 @@ class Command(BaseCommand):
                 folder=options["base_url"] or None,
                 replace=options["replace"],
             )
+        except JudgeBundleError as exc:
+            # An unreadable bundle exits 2, as verify_run and python -m scoring.bundles do.
+            raise CommandError(str(exc), returncode=2) from None
         except JudgeRecordError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(

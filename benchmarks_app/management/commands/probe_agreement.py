@@ -12,8 +12,9 @@ from benchmarks_app.management.commands.probe_report import (
     resolve_submission,
 )
 from benchmarks_app.models import ProbeSuite
+from benchmarks_app.selectors.probe_boards import ProbeReportNotFound
 from benchmarks_app.selectors.probe_labels import probe_labelled_responses
-from benchmarks_app.selectors.probes import ProbeReportNotFound, probe_latest_report
+from benchmarks_app.selectors.probes import probe_latest_report
 from benchmarks_app.services.probes import RefusalSignalError, probe_suite_train_classifier
 from benchmarks_app.services.probes.rules import active_rule_specs
 from scoring.probes.io import parse_responses_xstest

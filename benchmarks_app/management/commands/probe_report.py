@@ -6,12 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks_app.selectors.probes import (
-    ProbeReportNotFound,
-    probe_leaderboard,
-    probe_report,
-    probe_submission_for_model,
-)
+from benchmarks_app.selectors.probe_boards import ProbeReportNotFound, probe_leaderboard
+from benchmarks_app.selectors.probes import probe_report, probe_submission_for_model
 from scoring.probes.metrics import board_markdown
 from scoring.probes.report import report_markdown
 

@@ -9,7 +9,9 @@ worker at its next pass instead of waiting for the leases to run out.
 
 It also refuses to start (one line, exit status 2) when its ``SECRET_KEY`` cannot verify the
 queue's signing canary (:mod:`benchmarks_app.services.queue_canary`), and stops when that
-happens later; runs the sweeper every ``RUN_SWEEP_S`` in a thread of this process, outside the
+happens later; a broker it cannot reach is not that: it waits (backing off up to
+``CANARY_BACKOFF_MAX_S``), says so in its log, and carries on once the broker answers. It runs
+the sweeper every ``RUN_SWEEP_S`` in a thread of this process, outside the
 worker pool, so recovery never waits for a free worker slot; and touches ``Q_LIVENESS_FILE``
 while its sentinel lives, for ``manage.py qcluster_alive``.
 """
@@ -29,13 +31,19 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections
-from django.utils import timezone
+from django.db.models.functions import Now
 from django_q.cluster import Cluster
 from django_q.conf import Conf
 from django_q.management.commands.qcluster import Command as QClusterCommand
 
+from benchmarks_app.checks import connection_budget_warnings
 from benchmarks_app.services.liveness import liveness_file
-from benchmarks_app.services.queue_canary import mark_cluster_process, queue_canary_problem
+from benchmarks_app.services.queue_canary import (
+    CanaryCheck,
+    mark_cluster_process,
+    queue_canary_check,
+    queue_cluster_key_publish,
+)
 from benchmarks_app.services.scheduling import process_warm_up
 
 logger = logging.getLogger("benchmarks_app.qcluster")
@@ -73,7 +81,7 @@ def _release_leases(sentinel_pid: int | None) -> None:
         released = RunPiece.objects.filter(
             status=PieceStatus.RUNNING,
             worker__startswith=f"{socket.gethostname()}:{sentinel_pid}/",
-        ).update(lease_expires_at=timezone.now())
+        ).update(lease_expires_at=Now())  # the database's clock, which claims read
         if released:
             logger.warning("released %s piece lease(s) held by this cluster", released)
 
@@ -92,13 +100,39 @@ def stats_apart() -> None:
 
 # How often a running cluster checks that it can still read the queue's tasks.
 CANARY_CHECK_S = 30.0
+# Waits between tries while the broker cannot be reached: 1, 2, 4 ... up to this (seconds).
+CANARY_BACKOFF_MAX_S = 30.0
 
 
-def _canary_problem_closing() -> str | None:
+def _canary_check_closing() -> CanaryCheck:
+    """Check the canary, then publish this cluster's key fingerprint unless it is refused
+    (a wrong key must not pass for one a live cluster reads with)."""
     try:
-        return queue_canary_problem()
+        check = queue_canary_check()
+        if check.state in ("ok", "unknown"):
+            try:
+                queue_cluster_key_publish()
+            except Exception as exc:
+                return CanaryCheck(
+                    "unreachable", f"the broker cannot be written ({type(exc).__name__}: {exc})"
+                )
+        return check
     finally:
         connections.close_all()
+
+
+def canary_wait_for_broker(*, stopping: threading.Event | None = None) -> CanaryCheck:
+    """Check the canary until the broker answers, backing off; the answer that ended it."""
+    delay = 1.0
+    while True:
+        check = _canary_check_closing()
+        if check.state != "unreachable" or (stopping is not None and stopping.is_set()):
+            return check
+        logger.warning(
+            "qcluster %s: %s; waiting %.0f s and trying again", os.getpid(), check.detail, delay
+        )
+        time.sleep(delay)
+        delay = min(delay * 2, CANARY_BACKOFF_MAX_S)
 
 
 class Sweeper(threading.Thread):
@@ -141,14 +175,18 @@ class Command(QClusterCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         settings.SECRET_KEY  # noqa: B018 - signing needs it; fail before starting
         mark_cluster_process()
-        if problem := queue_canary_problem():
-            self.stderr.write(f"qcluster refuses to start: {problem}")
+        check = canary_wait_for_broker()
+        if check.state == "wrong_key":
+            self.stderr.write(f"qcluster refuses to start: {check.detail}")
             raise SystemExit(2)
+        for warning in connection_budget_warnings():
+            logger.warning("%s %s", warning.msg, warning.hint or "")
+        # Before the workers fork: each starts with the judges' client library loaded and the
+        # start-up heap frozen, instead of paying for both while its first run waits (and
+        # this host's clock measured against the database's).
+        process_warm_up()
         # Forked processes must not share this process's database connection.
         connections.close_all()
-        # Before the workers fork: each starts with the judges' client library loaded and the
-        # start-up heap frozen, instead of paying for both while its first run waits.
-        process_warm_up()
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         grace = float(os.environ.get("Q_STOP_GRACE_S", "5"))
@@ -194,6 +232,7 @@ class Command(QClusterCommand):
         sweeper.start()
         liveness = liveness_file()
         last_check = time.monotonic()
+        broker_down_since: float | None = None
         while True:
             time.sleep(1)
             sentinel = cluster.sentinel
@@ -203,10 +242,28 @@ class Command(QClusterCommand):
             if sentinel is not None and sentinel.is_alive() and sweeper.is_alive():
                 with contextlib.suppress(OSError):
                     liveness.touch()
-            if time.monotonic() - last_check >= CANARY_CHECK_S:
+            # While the broker is down, look again every few seconds to say when it is back.
+            every = CANARY_CHECK_S if broker_down_since is None else CANARY_CHECK_S / 6
+            if time.monotonic() - last_check >= every:
                 last_check = time.monotonic()
-                problem = _canary_problem_closing()
-                if problem and not stopping.is_set():
-                    logger.error("qcluster %s stops: %s", os.getpid(), problem)
+                check = _canary_check_closing()
+                if check.state == "unreachable":
+                    if broker_down_since is None:
+                        broker_down_since = time.monotonic()
+                        logger.error(
+                            "qcluster %s: %s; staying up and trying again",
+                            os.getpid(),
+                            check.detail,
+                        )
+                    continue
+                if broker_down_since is not None:
+                    logger.warning(
+                        "qcluster %s: the broker answers again after %.0f s",
+                        os.getpid(),
+                        time.monotonic() - broker_down_since,
+                    )
+                    broker_down_since = None
+                if check.state == "wrong_key" and not stopping.is_set():
+                    logger.error("qcluster %s stops: %s", os.getpid(), check.detail)
                     exit_code["value"] = 2
                     stop(signal.SIGTERM, None)

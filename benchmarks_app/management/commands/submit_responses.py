@@ -7,7 +7,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks_app.models import EvaluationRun, RunStatus
+from benchmarks_app.selectors.run_health import run_end_text
 from benchmarks_app.services.probes import ProbeFormatError, probe_submission_submit
+from benchmarks_app.services.queue_canary import queue_key_problem
 from benchmarks_app.services.runs import run_wait
 from scoring.probes.io import FORMATS, detect_format
 
@@ -26,6 +28,9 @@ class Command(BaseCommand):
         parser.add_argument("--wait", action="store_true", help="Wait for the scoring run.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Tasks signed with a key no running cluster shares would be dropped unread.
+        if problem := queue_key_problem():
+            raise CommandError(f"refusing to queue a run: {problem}")
         path: Path = options["file"]
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
@@ -51,7 +56,7 @@ class Command(BaseCommand):
         if not options["wait"]:
             return
         self._verbose = int(options.get("verbosity", 1)) > 1
-        run = run_wait(run=run, on_progress=self._progress)
+        run = run_wait(run=run, on_progress=self._progress, on_event=self.stderr.write)
         self._report(run)
 
     def _progress(self, run: EvaluationRun) -> None:
@@ -60,7 +65,7 @@ class Command(BaseCommand):
 
     def _report(self, run: EvaluationRun) -> None:
         if run.status != RunStatus.SUCCEEDED:
-            raise CommandError(f"Run #{run.pk} {run.status}: {run.error}")
+            raise CommandError(f"Run #{run.pk} {run.status}: {run_end_text(run)}")
         report = run.probe_report
         agreement = report.agreement or {}
         line = (

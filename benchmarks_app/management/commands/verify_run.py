@@ -15,7 +15,9 @@ class Command(BaseCommand):
         "Recompute every metric of a run bundle (/api/runs/<id>/bundle/, run_bundle) from its "
         "verdicts, and each audit verdict from its votes, with scoring/ alone: no database, no "
         "network. Prints each mismatch (every check with -v 2) and exits 1 when a figure "
-        "differs or a member's checksum does not match the manifest."
+        "differs, a promised figure is missing or a member's checksum does not match the "
+        "manifest; exits 2 with one line naming the member when the bundle cannot be read "
+        "(as python -m scoring.bundles does)."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -26,7 +28,8 @@ class Command(BaseCommand):
             bundle = read_bundle_file(options["bundle"])
             checks = verify(bundle)
         except BundleError as exc:
-            raise CommandError(f"bundle: {exc}") from None
+            # Malformed is not a mismatch: exit 2, as ``python -m scoring.bundles`` does.
+            raise CommandError(f"bundle: {exc}", returncode=2) from None
         text, ok = report(checks, verbose=int(options["verbosity"]) > 1)
         manifest = bundle.manifest
         self.stdout.write(

@@ -36,7 +36,7 @@ from benchmarks_app.models.audit import (
     audit_board_sort_fields,
     audit_metric_columns,
 )
-from benchmarks_app.selectors.audit_boards import (
+from benchmarks_app.selectors.audit_board_results import (
     board_chosen_runs,
     board_judge_key,
     board_repo_results,

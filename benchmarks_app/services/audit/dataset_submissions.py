@@ -22,6 +22,7 @@ from typing import Any
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
+from benchmarks_app.db_retry import retry_on_conflict
 from benchmarks_app.models import EvaluationRun
 from benchmarks_app.models.audit import AuditDataset
 from benchmarks_app.selectors.audit_boards import published_release, release_repos
@@ -29,9 +30,11 @@ from benchmarks_app.services.audit.boards import audit_boards_refresh_for_scanne
 from benchmarks_app.services.audit.importing import ImportReport, import_scan_file
 from benchmarks_app.services.audit.runs import AuditRunError, audit_run_create, entry_metadata
 from benchmarks_app.services.audit.submissions import (
+    NAME_NOT_AVAILABLE,
     AuditUnchanged,
     _check_daily_quota,
     _max_findings,
+    _refuse_scanner_name,
     _submit_findings,
     _submit_judge,
     _submit_scanner_name,
@@ -65,6 +68,7 @@ def _short(ids: list[str], limit: int = 20) -> str:
     return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
+@retry_on_conflict
 @transaction.atomic
 def audit_dataset_submit(
     *,
@@ -127,6 +131,8 @@ def audit_dataset_submit(
         raise AuditRunError(f"{field}: {total} findings in all; at most {cap} are accepted at once")
     if not getattr(user, "is_authenticated", False):
         raise PermissionError("sign in to submit results")
+    # Only now, the upload checked: a bad one answers the same under any name.
+    _refuse_scanner_name(user=user, name=name)
     same = unchanged_run(
         scanner_name=name,
         findings={repos[p]: findings for p, (findings, _) in parsed.items()},
@@ -151,9 +157,7 @@ def audit_dataset_submit(
     assert scanner is not None  # a release has at least one repo
     if scanner.owner_id != getattr(user, "pk", None) and not getattr(user, "is_staff", False):
         # Someone else created the name between the check and the insert: undo it all.
-        raise PermissionError(
-            f"scanner: {name!r} belongs to another user; submit under a name of your own"
-        )
+        raise PermissionError(f"scanner: {name!r} {NAME_NOT_AVAILABLE}")
     if report.changed_scanner_ids:
         audit_boards_refresh_for_scanners(scanner_ids=report.changed_scanner_ids)
     return audit_run_create(
@@ -167,6 +171,7 @@ def audit_dataset_submit(
     )
 
 
+@retry_on_conflict
 @transaction.atomic
 def audit_dataset_upload(
     *,

@@ -40,6 +40,7 @@ from benchmarks_app.services.audit.datasets import (
     truth_finding_apply,
 )
 from benchmarks_app.services.uploads import upload_text_limits
+from scoring.audit.folders import read_path
 from scoring.audit.parsing import (
     DataSet,
     Problem,
@@ -47,7 +48,6 @@ from scoring.audit.parsing import (
     ScanFile,
     ScanRecord,
     TruthRecord,
-    read_path,
 )
 
 

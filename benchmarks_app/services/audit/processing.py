@@ -25,10 +25,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.db.models import QuerySet
 
+from benchmarks_app.db_pool import orm_trip
 from benchmarks_app.models import (
     AuditRepoResult,
     AuditTruthResult,
@@ -178,8 +179,8 @@ async def _run_jobs(
     iterations: int,
     prefilter: int | None = None,
 ) -> None:
-    save_outcome = sync_to_async(_save_outcome, thread_sensitive=True)
-    save_repo = sync_to_async(_save_repo_result, thread_sensitive=True)
+    save_outcome = orm_trip(_save_outcome)
+    save_repo = orm_trip(_save_repo_result)
 
     async def one(job: _RepoJob) -> None:
         async def on_outcome(outcome: TruthOutcome) -> None:

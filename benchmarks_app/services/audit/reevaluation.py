@@ -12,12 +12,9 @@ from django.db import transaction
 from benchmarks_app.models import EvaluationRun, Scanner, ScanResult
 from benchmarks_app.models.audit import AuditBoardRow, DatasetRelease
 from benchmarks_app.models.runs import ACTIVE_STATUSES
-from benchmarks_app.selectors.audit_boards import (
-    board_judge_key,
-    official_judge,
-    release_judges,
-    release_repo_ids,
-)
+from benchmarks_app.selectors.audit_board_results import board_judge_key, release_repo_ids
+from benchmarks_app.selectors.audit_boards import official_judge, release_judges
+from benchmarks_app.selectors.visibility import scanners_hidden_from_public, unrevealed_phase_open
 from benchmarks_app.services.audit.runs import AuditRunError, audit_run_create
 
 
@@ -80,7 +77,18 @@ def audit_release_evaluate_entries(
         )
         if board_judge_key(run) == chosen
     }
-    for scanner in release_entrants(release):
+    entrants = release_entrants(release)
+    hidden = scanners_hidden_from_public([s.pk for s in entrants])
+    # A hidden entrant's new run stays in a hidden phase of this release that is open now;
+    # with none, it waits for the reveal (run again then): a run outside every phase would
+    # put the entrant on the public boards, pages and bundles.
+    hidden_phase = unrevealed_phase_open(release) if hidden else None
+    for scanner in entrants:
+        if scanner.pk in hidden and hidden_phase is None:
+            outcome.skipped[scanner.name] = (
+                "an entrant of a hidden phase not yet revealed; evaluate again after the reveal"
+            )
+            continue
         if scanner.pk in in_progress:
             outcome.skipped[scanner.name] = "a run is in progress"
             continue
@@ -96,6 +104,7 @@ def audit_release_evaluate_entries(
                 judge=kind if kind == "openai" else chosen,
                 model=(model or None) if kind == "openai" else None,
                 created_by=created_by,
+                phase=hidden_phase if scanner.pk in hidden else None,
             )
         except AuditRunError as exc:
             outcome.skipped[scanner.name] = str(exc)

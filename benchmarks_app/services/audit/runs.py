@@ -34,11 +34,9 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.audit import AuditDataset, AuditRunScan, DatasetRelease
 from benchmarks_app.models.judge_records import JudgeKind, JudgeRecord
-from benchmarks_app.selectors.audit_boards import (
-    board_judge_key,
-    published_release,
-    release_repo_ids,
-)
+from benchmarks_app.selectors.audit_board_results import board_judge_key, release_repo_ids
+from benchmarks_app.selectors.audit_boards import published_release
+from benchmarks_app.selectors.visibility import scanners_hidden_from_public, unrevealed_phase_open
 from benchmarks_app.services.audit.boards import audit_board_update
 from benchmarks_app.services.entry_metadata import method_metadata_check
 from benchmarks_app.services.judge_records import judge_record_find
@@ -69,6 +67,29 @@ def entry_metadata(
         field, problem = next(iter(problems.items()))  # "field: problem", one at a time
         raise AuditRunError(f"{field}: {problem}")
     return values
+
+
+def _on_behalf_phase(
+    *, scanner: Scanner, release: DatasetRelease | None, created_by: Any
+) -> Phase | None:
+    """The phase of a run made without one on a hidden entrant's behalf (by staff, a command
+    or a new release's re-evaluation; issue 36): the release's hidden phase open now. A run
+    outside every phase would put the entrant on the public boards, pages and bundles that
+    its phase keeps it off, so with no such phase the run is refused until the reveal.
+
+    The entrant's own runs are theirs to place; any other scanner is left as it is.
+    """
+    if scanner.owner_id is not None and scanner.owner_id == getattr(created_by, "pk", None):
+        return None
+    if not scanners_hidden_from_public([scanner.pk]):
+        return None
+    phase = unrevealed_phase_open(release) if release is not None else None
+    if phase is None:
+        raise AuditRunError(
+            f"scanner: {scanner.name!r} is an entrant of a hidden phase not yet revealed, and "
+            "no hidden phase of this release is open: evaluate it after the reveal"
+        )
+    return phase
 
 
 @transaction.atomic
@@ -110,6 +131,8 @@ def audit_run_create(
         repo_ids=[r.pk for r in repos] if repos is not None else list(current),
         explicit=repos is not None,
     )
+    if phase is None:
+        phase = _on_behalf_phase(scanner=scanner, release=release, created_by=created_by)
     in_release = release_repo_ids(release) if release is not None else None
     covered = {pk for pk in current if in_release is None or pk in in_release}
     # A replay judge can only answer for the repos its folder has recorded results for.

@@ -25,10 +25,16 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models import Q
 
+from benchmarks_app.db_retry import retry_on_conflict
 from benchmarks_app.models import EvaluationRun, JudgeRecord, Phase, Repo, Scanner
 from benchmarks_app.models.audit import AuditDataset
-from benchmarks_app.selectors.audit import AuditSubmissionQuota, audit_submission_quota
+from benchmarks_app.selectors.audit_submission_quota import (
+    AuditSubmissionQuota,
+    audit_submission_quota,
+)
+from benchmarks_app.selectors.visibility import visible_scanners
 from benchmarks_app.services.audit.boards import audit_boards_refresh_for_scanners
 from benchmarks_app.services.audit.importing import (
     ImportReport,
@@ -66,47 +72,75 @@ SCANNER_NAME_MAX = 100
 _SCANNER_NAME = re.compile(r"\w[\w .+@()-]*")
 
 
-def _refuse_look_alike_scanner(name: str) -> None:
+def _refuse_look_alike_scanner(name: str, *, user: Any) -> None:
     """A new name whose skeleton (see ``scoring.names``) is an existing scanner's is refused.
 
     Otherwise ``Baseline``, or ``baseline`` spelt with a Cyrillic a (U+0430), would stand
-    beside ``baseline`` on the leaderboard and pass for it.
+    beside ``baseline`` on the leaderboard and pass for it. The existing name is named only
+    where ``user`` may see that scanner: a hidden phase's entrant is not confirmed by it.
     """
     skeleton = name_skeleton(name)
     for existing in Scanner.objects.values_list("name", flat=True).iterator():
         if existing != name and name_skeleton(existing) == skeleton:
-            raise AuditRunError(
-                f"scanner: {name!r} looks like the existing scanner {existing!r}; "
-                "submit under that exact name or a clearly different one"
-            )
+            if visible_scanners(user).filter(name=existing).exists():
+                raise AuditRunError(
+                    f"scanner: {name!r} looks like the existing scanner {existing!r}; "
+                    "submit under that exact name or a clearly different one"
+                )
+            raise AuditRunError(f"scanner: {name!r} {NAME_NOT_AVAILABLE}")
+
+
+# The answer for a name that is not the submitter's to write, whoever holds it: it says
+# neither who nor whether the holder is an entrant the submitter may see.
+NAME_NOT_AVAILABLE = "is not available; submit under a name of your own"
 
 
 def _submit_scanner_name(*, user: Any, scanner_name: str) -> str:
-    """The cleaned scanner name, after checking that ``user`` may write its results.
+    """The cleaned scanner name: its shape only (required, length, characters).
 
-    A scanner belongs to whoever first submitted it; one without an owner was imported by
-    the maintainers (the reference scanners). Only its owner, or staff, may replace a
-    scanner's results: anybody else would rewrite someone else's leaderboard entry.
+    Whether ``user`` may write under it is :func:`_refuse_scanner_name`'s question, asked
+    once the upload itself has been checked: a bad file then gets the same answer under any
+    name, so that nobody learns which names exist (a hidden phase's entrants included)
+    without spending a submission.
     """
     name = (scanner_name or "").strip()
     if not name:
         raise AuditRunError("scanner: a name is required")
+    # Existing names that the user may write (their own, the curators' public ones) keep
+    # whatever shape they were imported with; every other name gets the same checks.
+    mine = Q(owner__isnull=True)
+    if getattr(user, "is_authenticated", False):
+        mine |= Q(owner_id=user.pk)
+    if getattr(user, "is_staff", False) or Scanner.objects.filter(mine, name=name).exists():
+        return name
+    if len(name) > SCANNER_NAME_MAX:
+        raise AuditRunError(f"scanner: at most {SCANNER_NAME_MAX} characters, got {len(name)}")
+    if not _SCANNER_NAME.fullmatch(name):
+        raise AuditRunError(
+            f"scanner: {name!r} may only hold letters, digits, spaces and . _ - + @ ( ),"
+            " starting with a letter or digit"
+        )
+    return name
+
+
+def _refuse_scanner_name(*, user: Any, name: str) -> None:
+    """Refuse ``name`` unless ``user`` may write its results.
+
+    A scanner belongs to whoever first submitted it; one without an owner was imported by
+    the maintainers (the reference scanners). Only its owner, or staff, may replace a
+    scanner's results: anybody else would rewrite someone else's leaderboard entry. Another
+    participant's name answers :data:`NAME_NOT_AVAILABLE`, the same whether or not the
+    submitter may see that scanner.
+    """
     scanner = Scanner.objects.filter(name=name).first()
     if scanner is None:
-        if len(name) > SCANNER_NAME_MAX:
-            raise AuditRunError(f"scanner: at most {SCANNER_NAME_MAX} characters, got {len(name)}")
-        if not _SCANNER_NAME.fullmatch(name):
-            raise AuditRunError(
-                f"scanner: {name!r} may only hold letters, digits, spaces and . _ - + @ ( ),"
-                " starting with a letter or digit"
-            )
-        _refuse_look_alike_scanner(name)
-        return name
+        _refuse_look_alike_scanner(name, user=user)
+        return
     if getattr(user, "is_staff", False):
-        return name
+        return
     if scanner.owner_id is None:
         # Said as the boards show it: a baseline carries the badge; other curated scanners
-        # are results the curators imported.
+        # are results the curators imported (public, as every curated entry is).
         whose = (
             "is a baseline kept by the site's curators"
             if scanner.is_baseline
@@ -114,10 +148,7 @@ def _submit_scanner_name(*, user: Any, scanner_name: str) -> str:
         )
         raise PermissionError(f"scanner: {name!r} {whose}; submit under a name of your own")
     if scanner.owner_id != getattr(user, "pk", None):
-        raise PermissionError(
-            f"scanner: {name!r} belongs to another user; submit under a name of your own"
-        )
-    return name
+        raise PermissionError(f"scanner: {name!r} {NAME_NOT_AVAILABLE}")
 
 
 def participant_openai_allowed(user: Any) -> bool:
@@ -266,10 +297,13 @@ def _store_and_queue(
     dataset: AuditDataset | None = None,
     method: dict[str, str] | None = None,
 ) -> EvaluationRun:
-    release = run_release_for(dataset=dataset, repos=[repo])
-    phase = submission_phase(release)
     if not getattr(user, "is_authenticated", False):
         raise PermissionError("sign in to submit results")
+    # Only now, the upload checked (a bad one answers the same under any name), and before
+    # the "unchanged" answer, which would name another entrant's run.
+    _refuse_scanner_name(user=user, name=name)
+    release = run_release_for(dataset=dataset, repos=[repo])
+    phase = submission_phase(release)
     same = unchanged_run(
         scanner_name=name, findings={repo: findings}, judge=judge, release=release, phase=phase
     )
@@ -287,9 +321,7 @@ def _store_and_queue(
     scanner = result.scanner
     if scanner.owner_id != getattr(user, "pk", None) and not getattr(user, "is_staff", False):
         # Someone else created the name between the check and the insert: undo it all.
-        raise PermissionError(
-            f"scanner: {name!r} belongs to another user; submit under a name of your own"
-        )
+        raise PermissionError(f"scanner: {name!r} {NAME_NOT_AVAILABLE}")
     if report.changed_scanner_ids:
         audit_boards_refresh_for_scanners(scanner_ids=report.changed_scanner_ids)
     return audit_run_create(
@@ -304,6 +336,7 @@ def _store_and_queue(
     )
 
 
+@retry_on_conflict
 @transaction.atomic
 def audit_scan_submit(
     *,
@@ -352,6 +385,7 @@ def audit_scan_submit(
     )
 
 
+@retry_on_conflict
 @transaction.atomic
 def audit_scan_upload(
     *,

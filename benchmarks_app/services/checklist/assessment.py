@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from benchmarks_app.db_pool import orm_trip
 from benchmarks_app.models import (
     AssessmentStatus,
     ChecklistAnswer,
@@ -164,7 +165,7 @@ async def _judge_all(run: EvaluationRun, to_judge: list[ChecklistAnswer]) -> int
         batch_size = int(settings.JUDGE_BATCH_SIZE)
         concurrency = int(settings.JUDGE_CONCURRENCY)
         policy = checklist_vote_policy()
-        await sync_to_async(_record_policy, thread_sensitive=True)(run.pk, policy)
+        await orm_trip(_record_policy)(run.pk, policy)
         failed = 0
         for start in range(0, len(to_judge), batch_size):
             batch = to_judge[start : start + batch_size]
@@ -172,9 +173,7 @@ async def _judge_all(run: EvaluationRun, to_judge: list[ChecklistAnswer]) -> int
                 _assess_batch(judge, [_item(a) for a in batch], iterations, concurrency, policy),
                 run_id=run.pk,
             )
-            failed += await sync_to_async(_store_batch, thread_sensitive=True)(
-                run, batch, results, recorder
-            )
+            failed += await orm_trip(_store_batch)(run, batch, results, recorder)
         return failed
     finally:
         await _close_judge(judge)

@@ -11,7 +11,9 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from benchmarks_app.models import ChecklistQuestion, PaperKind
+from benchmarks_app.rate_limits import rate_count, rate_spent, rate_take
 from benchmarks_app.services.checklist.errors import ChecklistSubmissionError
+from benchmarks_app.services.reader_slots import PaperChecksRateExceeded, reader_slot_hold
 from benchmarks_app.services.uploads import upload_max_bytes, upload_too_large
 from scoring.checklist.extract import (
     ExtractedPaper,
@@ -54,14 +56,10 @@ def _word_cap() -> int:
     return int(getattr(settings, "CHECKLIST_BODY_WORD_CAP", 15000))
 
 
-# The wall deadline allows this much more than the CPU limit: a loaded machine gives the child
-# less than a core, and a legitimate paper should not be cut for that.
-WALL_MARGIN_S = 3.0
-
-
 def paper_read_limits() -> tuple[PdfLimits, Limits]:
-    """The limits of the PDF checks and of the child process, from settings."""
-    timeout = float(settings.PDF_PARSE_TIMEOUT_S)
+    """The limits of the PDF checks and of the child process, from settings: CPU time is the
+    bound (PDF_PARSE_TIMEOUT_S), the wall time only a backstop (PDF_PARSE_WALL_S), so that a
+    loaded machine, which gives the child a fraction of a core, cannot refuse a genuine paper."""
     pdf = PdfLimits(
         max_pages=settings.PDF_MAX_PAGES,
         max_content_bytes=settings.PDF_MAX_CONTENT_MB * 2**20,
@@ -69,21 +67,66 @@ def paper_read_limits() -> tuple[PdfLimits, Limits]:
         max_nesting=settings.PDF_MAX_NESTING,
     )
     child = Limits(
-        cpu_seconds=timeout,
-        wall_seconds=timeout + WALL_MARGIN_S,
+        cpu_seconds=float(settings.PDF_PARSE_TIMEOUT_S),
+        wall_seconds=float(settings.PDF_PARSE_WALL_S),
         memory_mb=settings.PDF_PARSE_MEMORY_MB,
     )
     return pdf, child
 
 
-def paper_read(data: bytes, filename: str, *, strict: bool) -> ExtractedPaper:
-    """A paper's checklist, read in a child process under the limits of settings; any failure
-    (a limit included) is an ExtractionError naming the file. Web forms, the API and the
-    management commands all read papers through this."""
+def paper_read(
+    data: bytes, filename: str, *, strict: bool, slot_wait_s: float = 0.0
+) -> ExtractedPaper:
+    """A paper's checklist, read in a child process under the limits of settings, holding one
+    of the site's reader slots (:mod:`benchmarks_app.services.reader_slots`; ReadersBusy when
+    none frees within ``slot_wait_s``). Any other failure (a limit included) is an
+    ExtractionError naming the file. Web forms, the API and the management commands all read
+    papers through this."""
     pdf, child = paper_read_limits()
-    return extract_paper_limited(
-        data, filename, word_cap=_word_cap(), strict=strict, pdf_limits=pdf, limits=child
+    with reader_slot_hold(wait_s=slot_wait_s) as heartbeat:
+        return extract_paper_limited(
+            data,
+            filename,
+            word_cap=_word_cap(),
+            strict=strict,
+            pdf_limits=pdf,
+            limits=child,
+            heartbeat=heartbeat,
+        )
+
+
+def _checks_key(user: object) -> str | None:
+    pk = getattr(user, "pk", None)
+    return f"paper-checks:user:{pk}" if getattr(user, "is_authenticated", False) else None
+
+
+def _checks_refused(wait_s: float) -> PaperChecksRateExceeded:
+    limit = settings.CHECKLIST_PAPER_CHECKS_PER_HOUR
+    return PaperChecksRateExceeded(
+        f"You have had {limit} papers read without storing a submission this hour (previews, "
+        f"and submissions refused because a paper could not be read); try again in "
+        f"{max(1, int(wait_s))} seconds.",
+        retry_after_s=wait_s,
     )
+
+
+def paper_checks_allowance_check(*, user: object) -> None:
+    """PaperChecksRateExceeded, counting nothing, when ``user`` has spent the hour's reads that
+    store nothing (CHECKLIST_PAPER_CHECKS_PER_HOUR): asked before a submission's files are
+    read, whose refusal would then count (:func:`paper_checks_count_refusal`)."""
+    key = _checks_key(user)
+    if key is None:
+        return
+    wait = rate_spent(key=key, limit=settings.CHECKLIST_PAPER_CHECKS_PER_HOUR, duration_s=3600)
+    if wait is not None:
+        raise _checks_refused(wait)
+
+
+def paper_checks_count_refusal(*, user: object) -> None:
+    """A submission was refused at reading a paper: its read counts like a preview's."""
+    key = _checks_key(user)
+    if key is not None:
+        rate_count(key=key, duration_s=3600)
 
 
 def _extract(*, field: str, what: str, upload: PaperUpload, strict: bool) -> ExtractedPaper:
@@ -111,10 +154,20 @@ def checklist_extract_upload(*, kind: str, upload: PaperUpload) -> ExtractedPape
     return _extract(field=field, what=f"{field} paper", upload=upload, strict=True)
 
 
-def checklist_extract_preview(*, upload: PaperUpload, field: str = "file") -> ExtractedPaper:
+def checklist_extract_preview(
+    *, upload: PaperUpload, field: str = "file", user: object = None
+) -> ExtractedPaper:
     """What extraction reads from a paper, per question, without storing anything or
     counting against a quota: missing questions are findings here, not errors. A file that
-    cannot be read at all (not a PDF, no checklist section) still raises, naming ``field``."""
+    cannot be read at all (not a PDF, no checklist section) still raises, naming ``field``.
+
+    Each preview counts against ``user``'s hourly reads that store nothing
+    (CHECKLIST_PAPER_CHECKS_PER_HOUR; PaperChecksRateExceeded past it, before reading)."""
+    key = _checks_key(user)
+    if key is not None:
+        wait = rate_take(key=key, limit=settings.CHECKLIST_PAPER_CHECKS_PER_HOUR, duration_s=3600)
+        if wait is not None:
+            raise _checks_refused(wait)
     return _extract(field=field, what="paper", upload=upload, strict=False)
 
 

@@ -40,6 +40,8 @@ from benchmarks_app.services.checklist.errors import (
 from benchmarks_app.services.checklist.papers import (
     PaperUpload,
     checklist_extract_upload,
+    paper_checks_allowance_check,
+    paper_checks_count_refusal,
     questions_by_number,
 )
 from benchmarks_app.services.entry_metadata import METHOD_LABELS, method_metadata_check
@@ -135,14 +137,19 @@ def checklist_submission_create(
     quota = checklist_quota(team=team, phase=phase)
     if quota.remaining <= 0:
         raise QuotaExceeded(quota.exceeded_message, quota=quota)
+    # Reading costs CPU whether or not the paper is accepted: a refused submission counts
+    # against the hour's reads that store nothing, as a preview does.
+    paper_checks_allowance_check(user=user)
     extracted: dict[str, tuple[PaperUpload, ExtractedPaper]] = {}
     for paper_kind in (PaperKind.GENUINE, PaperKind.ADVERSARIAL, PaperKind.TRUTH):
         upload = files.get(paper_kind)
         if upload:
-            extracted[paper_kind] = (
-                upload,
-                checklist_extract_upload(kind=paper_kind, upload=upload),
-            )
+            try:
+                read = checklist_extract_upload(kind=paper_kind, upload=upload)
+            except ChecklistSubmissionError:
+                paper_checks_count_refusal(user=user)
+                raise
+            extracted[paper_kind] = (upload, read)
     questions = questions_by_number()
     stored: list[Paper] = []
     try:

@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 from django.db.models.fields.json import KT
 
 from benchmarks_app.models import (
@@ -33,6 +32,7 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.models.boards import ProbeBoardRow, probe_board_sort_fields
 from benchmarks_app.selectors.board_marks import PROBE_SHAPE, key_of, ties_all
+from benchmarks_app.selectors.visibility import in_unrevealed_phase
 from benchmarks_app.services.board_ties import board_row_delete, board_row_save
 from scoring.probes.metrics import RANKING_METRIC
 
@@ -84,11 +84,7 @@ def _board_reports(
         qs = qs.filter(submission__phase=phase)
     else:
         # A hidden phase's entries reach the board of all entries once the phase is revealed.
-        qs = qs.filter(
-            Q(submission__phase__isnull=True)
-            | Q(submission__phase__is_hidden=False)
-            | Q(submission__phase__revealed_at__isnull=False)
-        )
+        qs = qs.exclude(in_unrevealed_phase("submission__phase"))
     # Only what a row needs: the report's metrics hold every case summary and can be large,
     # so the two keys read from them are read by key.
     qs = qs.defer("metrics", "observability").annotate(

@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
+from benchmarks_app.db_pool import orm_trip
 from benchmarks_app.models import (
     EvaluationRun,
     Probe,
@@ -162,7 +163,7 @@ async def _judge_all(
                 if verdict is None
             ]
             judged = [(r, v) for r, v in zip(chunk, verdicts, strict=True) if v is not None]
-            await sync_to_async(_store_chunk, thread_sensitive=True)(
+            await orm_trip(_store_chunk)(
                 run, [r for r, _ in judged], [v for _, v in judged], scorer, specs, recorder
             )
     finally:

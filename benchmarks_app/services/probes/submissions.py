@@ -155,13 +155,42 @@ def _whole_if_document(lines: Iterable[str]) -> str | Iterable[str]:
     return itertools.chain(head, rest)
 
 
+# Files people send to the wrong form, by their first bytes and by their name's ending.
+WRONG_KINDS = (("%PDF-", ".pdf", "PDF"), ("PK\x03\x04", ".zip", "ZIP archive"))
+
+
+def _wrong_kind(name: str, first_line: str | None) -> str | None:
+    """What a file that is not a responses file is (a PDF paper, a zip of sources), if known."""
+    for magic, suffix, kind in WRONG_KINDS:
+        if (first_line is not None and first_line.startswith(magic)) or (
+            first_line is None and name.lower().endswith(suffix)
+        ):
+            return kind
+    return None
+
+
+def _wrong_kind_message(name: str, kind: str) -> str:
+    return (
+        f"{name} is a {kind}, not a responses file: this form takes a model's responses to "
+        "the suite's probes as JSON Lines, a JSON list or CSV, in UTF-8 text (one response "
+        "per probe: probe_id and output); papers are submitted to the checklist challenge"
+    )
+
+
 def _upload_lines(upload: UploadedFile, name: str) -> Iterator[str]:
     """The upload's lines as they are read (:func:`upload_lines`), bytes that are not UTF-8
-    being the file's problem."""
+    being the file's problem; a PDF or a zip is named as such (a paper sent to this form)."""
+    first = True
     try:
-        yield from upload_lines(upload)
+        for line in upload_lines(upload):
+            if first and (kind := _wrong_kind(name, line)):
+                raise ProbeFormatError(name, [_wrong_kind_message(name, kind)])
+            first = False
+            yield line
     except UnicodeDecodeError as exc:
-        raise ProbeFormatError(name, [f"{name}: not UTF-8 text"]) from exc
+        kind = _wrong_kind(name, None) if first else None
+        message = _wrong_kind_message(name, kind) if kind else f"{name}: not UTF-8 text"
+        raise ProbeFormatError(name, [message]) from exc
 
 
 def _too_many_rows(suite_name: str, probes: int, max_rows: int, line: int | None = None) -> str:
@@ -230,10 +259,8 @@ def probe_submission_submit(
     if suite is None:
         raise ProbeFormatError(source, [f"field 'suite': no probe suite named {suite_name!r}"])
     model_name = model_name_normalize(model_name=model_name, source=source)
-    # Checked first, unlocked, so that nobody parses a large file only to be refused...
-    refusal = model_name_refusal(suite=suite, model_name=model_name, owner=owner)
-    if refusal:
-        raise ProbeOwnershipError(source, refusal)
+    if owner is not None and not getattr(owner, "is_authenticated", False):
+        raise ProbeOwnershipError(source, "sign in to submit responses")
     metadata = method_metadata(
         method_name=method_name,
         method_description=method_description,
@@ -275,9 +302,11 @@ def probe_submission_submit(
     if not config["rules"]:
         pattern_rules_install_defaults()
         config = _run_config(suite, source)
-    # ...and again under a lock on the suite, held until commit: of two users claiming a new
-    # name at once, the second waits here and then sees the first one's submission. (SQLite
-    # has no row locks, but its IMMEDIATE transactions already serialize writers.)
+    # Whose name it is, only once the file has been checked (a bad file answers the same
+    # under any name: nobody confirms a hidden phase's entrant without spending an entry),
+    # and under a lock on the suite, held until commit: of two users claiming a new name at
+    # once, the second waits here and then sees the first one's submission. (SQLite has no
+    # row locks, but its IMMEDIATE transactions already serialize writers.)
     ProbeSuite.objects.select_for_update().get(pk=suite.pk)
     refusal = model_name_refusal(suite=suite, model_name=model_name, owner=owner)
     if refusal:

@@ -13,7 +13,18 @@
   var lastDone = shown ? Number(shown.textContent) : null;
   var lastRefresh = 0;
   var REFRESH_EVERY_MS = 3000;
+  // Flash messages say what led to the page ("run #5 is queued"): once the run has ended
+  // they are stale and go. A message the fetched page carries was consumed by that fetch (an
+  // action in another tab): it is shown here, or it would be lost.
+  function swapMessages(doc, final) {
+    var main = document.querySelector("main");
+    var old = main && main.querySelector(":scope > ul.messages");
+    if (old && final) old.remove();
+    var fresh = doc.querySelector("main > ul.messages");
+    if (main && fresh) main.prepend(document.importNode(fresh, true));
+  }
   function swapRegions(doc, final) {
+    swapMessages(doc, final);
     document.querySelectorAll("[data-live-region]").forEach(function (el) {
       var fresh = el.id && doc.getElementById(el.id);
       if (fresh) el.replaceWith(document.importNode(fresh, true));
@@ -96,6 +107,9 @@
       meter.setAttribute("aria-valuenow", s.progress_done);
       meter.setAttribute("aria-valuemax", s.progress_total);
     }
+    // Why the run waits (selectors.run_health.run_waiting_reason), or nothing.
+    var waiting = set("waiting", s.waiting ? s.waiting.text : "");
+    if (waiting) waiting.hidden = !s.waiting;
     var err = set("error", s.error || "");
     if (err) err.hidden = !s.error;
     causes(s, err);
@@ -122,6 +136,8 @@
         delay = 1000;
         if (!refresh) {
           if (s.is_active) setTimeout(poll, delay);
+          // Ended: the box is drawn again by the server once (its buttons follow the end).
+          else return refreshPage(true);
           return;
         }
         if (!s.is_active) {

@@ -25,16 +25,21 @@ from scoring.audit.judges.offline import (
     truth_identifiers,
 )
 from scoring.audit.judges.prompts import (
+    PROMPT_V1,
     PROMPT_VERSION,
     SYSTEM_PROMPT,
+    AuditPrompt,
     build_user_prompt,
     clean_truth_text,
+    prompt_for,
 )
 from scoring.audit.judges.replay import ReplayAuditJudge
 
 __all__ = [
+    "PROMPT_V1",
     "PROMPT_VERSION",
     "SYSTEM_PROMPT",
+    "AuditPrompt",
     "JudgeSpec",
     "OfflineAuditJudge",
     "OfflineParams",
@@ -46,6 +51,7 @@ __all__ = [
     "code_identifiers",
     "make_judge",
     "parse_judge_spec",
+    "prompt_for",
     "scan_document",
     "scan_identifiers",
     "similarity_matrix",

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scoring.audit.judges.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_user_prompt
+from scoring.audit.judges.prompts import PROMPT_VERSION, prompt_for
 from scoring.audit.matching import invalid_reason
 from scoring.audit.types import AuditVerdict, ScanItem, TruthItem, batch_verdict_schema
 from scoring.judges.consensus import VoteFailed
 from scoring.judges.limits import gate_for
 from scoring.judges.llm import (
-    JSON_SCHEMA,
     ContextOverflow,
     JudgeCache,
     LLMConfig,
@@ -19,6 +18,7 @@ from scoring.judges.llm import (
     make_client,
     structured_call,
 )
+from scoring.judges.server import JSON_SCHEMA
 
 
 def _rank(verdict: AuditVerdict) -> int:
@@ -58,8 +58,11 @@ class OpenAIAuditJudge:
         http_client: Any = None,
         rpm: int = 0,
         tpm: int = 0,
+        prompt_version: str = PROMPT_VERSION,
     ) -> None:
         self.config = config
+        # Version 1 is kept for caches recorded with it; version 2 shares its prefixes.
+        self.prompt = prompt_for(prompt_version)
         self.model = config.model
         self.client = client or make_client(config, http_client=http_client)
         self.cache = cache
@@ -93,9 +96,9 @@ class OpenAIAuditJudge:
             self.client,
             config=self.config,
             judge_name=self.name,
-            prompt_version=PROMPT_VERSION,
-            system=SYSTEM_PROMPT,
-            user=build_user_prompt(truth, batch),
+            prompt_version=self.prompt.version,
+            system=self.prompt.system,
+            user=self.prompt.build(truth, batch),
             schema=self._schema(batch),
             vote_number=vote_number,
             cache=self.cache,
@@ -109,7 +112,9 @@ class OpenAIAuditJudge:
         # findings (or -1): a small model then cannot name a finding that is not there.
         if self.config.response_format != JSON_SCHEMA:
             return AuditVerdict
-        return batch_verdict_schema(tuple(s.index for s in batch))
+        return batch_verdict_schema(
+            tuple(s.index for s in batch), claims_name_a_finding=self.config.grammar
+        )
 
     async def aclose(self) -> None:
         await self.client.close()

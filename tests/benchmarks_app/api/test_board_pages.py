@@ -126,7 +126,7 @@ def test_the_largest_pages_carry_the_whole_boards_marks(
     indexes on a board many times its size, and ranked in memory on a smaller one: either
     way they are the marks of the whole board ranked in memory, on the first page and on a
     page that ends the board, in the board's order and sorted by a column."""
-    from benchmarks_app.bench.boards_scale import seed_audit
+    from benchmarks_app.bench.boards_seed import seed_audit
     from benchmarks_app.selectors import board_marks
     from benchmarks_app.selectors.audit import audit_leaderboard
 

@@ -33,7 +33,12 @@ def test_offsets_beyond_postgresqls_range_are_turned_into_utc() -> None:
     assert error["field"] == "created_before" and "cannot be expressed in UTC" in error["reason"]
 
 
-def test_a_challenge_filter_that_is_no_slug_is_an_empty_board() -> None:
-    # NUL reached PostgreSQL as an error (a 500); no challenge has such a slug anyway.
+def test_a_challenge_filter_with_a_nul_is_refused_naming_the_parameter() -> None:
+    # NUL reached PostgreSQL as an error (a 500); it is now refused before any view runs.
     response = APIClient().get("/api/checklist/leaderboard/", {"challenge": "\x19\xb7\x00"})
+    assert response.status_code == 400 and response.json()["detail"].startswith("challenge")
+
+
+def test_a_challenge_filter_that_is_no_slug_is_an_empty_board() -> None:
+    response = APIClient().get("/api/checklist/leaderboard/", {"challenge": "\x19\xb7"})
     assert response.status_code == 200 and response.json()["results"] == []

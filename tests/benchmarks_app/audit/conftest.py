@@ -15,7 +15,9 @@ from tests.scoring.judges.fake_openai import completion
 def fake_verdict(body: dict[str, Any]) -> dict[str, Any]:
     """Match 'reentrancy' truths to the finding titled 'reentrancy ...', else neither."""
     user = body["messages"][1]["content"]
-    truth_title = re.search(r"Title: (.*)", user).group(1)  # type: ignore[union-attr]
+    # The verified finding's own block, wherever the prompt version puts it.
+    verified = re.search(r"<verified_finding>\s*Title: (.*)", user)
+    truth_title = verified.group(1)  # type: ignore[union-attr]
     found = re.findall(r"\[(\d+)\] Title: (.*)", user)
     for index, title in found:
         if truth_title.split()[0].lower() in title.lower():

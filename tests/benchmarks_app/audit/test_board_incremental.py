@@ -27,12 +27,8 @@ from benchmarks_app.models import (
     RunStatus,
     Scanner,
 )
-from benchmarks_app.models.audit import (
-    METRIC_COLUMNS,
-    AuditBoardRow,
-    DatasetRelease,
-    audit_metric_columns,
-)
+from benchmarks_app.models.audit import DatasetRelease
+from benchmarks_app.models.audit_board import METRIC_COLUMNS, AuditBoardRow, audit_metric_columns
 from benchmarks_app.selectors.board_marks import AUDIT_SHAPE, own_order
 from benchmarks_app.services.audit import audit_release_create, audit_release_publish
 from benchmarks_app.services.audit.boards import audit_board_refresh, audit_board_refresh_for_run

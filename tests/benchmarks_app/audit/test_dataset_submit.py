@@ -14,7 +14,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from benchmarks_app.models import EvaluationRun, Repo, ScanResult
-from benchmarks_app.selectors.audit import audit_submission_quota
+from benchmarks_app.selectors.audit_submission_quota import audit_submission_quota
 from benchmarks_app.services.runs import run_wait
 from tests.benchmarks_app.audit.conftest import publish_dataset
 from tests.factories.audit import RepoFactory, TruthFindingFactory

@@ -18,7 +18,10 @@ def test_look_alike_scanner_name_is_refused(look_alike: str) -> None:
     user = UserFactory.create()
     with pytest.raises(AuditRunError, match="looks like the existing scanner 'baseline'"):
         audit_scan_submit(
-            user=user, scanner_name=look_alike, repo=RepoFactory.create(), data={"findings": []}
+            user=user,
+            scanner_name=look_alike,
+            repo=RepoFactory.create(),
+            data={"findings": [{"title": "Reentrancy", "severity": "high"}]},
         )
     assert list(Scanner.objects.values_list("name", flat=True)) == ["baseline"]
 

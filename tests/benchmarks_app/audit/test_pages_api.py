@@ -259,8 +259,6 @@ def test_the_board_shows_essential_columns_first_and_the_rest_on_request() -> No
         "95% CI",
         "Rank range",
         "Tied",
-        "Paired ranks",
-        "Paired tie",
         "Baseline",
     ]
     assert all(shown), shown

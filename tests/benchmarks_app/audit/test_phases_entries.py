@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from benchmarks_app.models import EvaluationRun, Phase, Repo, Scanner
 from benchmarks_app.models.audit import AuditBoardRow, DatasetRelease
-from benchmarks_app.selectors.audit import audit_submission_quota
+from benchmarks_app.selectors.audit_submission_quota import audit_submission_quota
 from benchmarks_app.services.phases import phase_create, phase_reveal
 from benchmarks_app.services.runs import run_wait
 from tests.benchmarks_app.audit.conftest import publish_dataset

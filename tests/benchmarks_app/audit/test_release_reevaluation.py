@@ -120,3 +120,92 @@ def test_board_and_scanner_pages_say_what_is_being_evaluated() -> None:
     # Once the run ends, the notice is gone.
     run_wait(run=run)
     assert 'id="board-in-progress"' not in Client().get("/audit/").content.decode()
+
+
+def _hidden_entrant_on_release_one() -> tuple[DatasetRelease, Any]:
+    """alpha and beta on release 1's public board; ``hidden-scan`` only in its hidden phase."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from benchmarks_app.services.phases import phase_create
+    from tests.factories.audit import ScanFindingFactory, ScannerFactory, ScanResultFactory
+
+    first = _two_scanners_on_release_one()
+    now = timezone.now()
+    hidden = phase_create(
+        target=first,
+        name="Final",
+        slug="final",
+        starts_at=now - timedelta(days=1),
+        ends_at=now + timedelta(days=5),
+        is_hidden=True,
+    )
+    from benchmarks_app.models import Repo
+
+    repo = Repo.objects.get()
+    owner = get_user_model().objects.create_user("hider", password="pw")
+    result = ScanResultFactory(repo=repo, scanner=ScannerFactory(name="hidden-scan", owner=owner))
+    ScanFindingFactory(scan_result=result, index=0, title="Reentrancy in withdraw")
+    run_wait(
+        run=audit_run_create(
+            scanner=cast(Scanner, result.scanner), judge="offline", release=first, phase=hidden
+        )
+    )
+    assert "hidden-scan" not in Client().get("/audit/").content.decode()
+    return first, owner
+
+
+def test_a_hidden_phase_entrant_stays_hidden_when_a_release_is_evaluated_again(
+    admin_client: Client, django_capture_on_commit_callbacks: Any
+) -> None:
+    first, _ = _hidden_entrant_on_release_one()
+    second = _new_official_release(first)
+    out = io.StringIO()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("evaluate_release", "--dataset", first.dataset.slug, stdout=out)
+    # Left out until the reveal, and said so; the public entrants are queued.
+    assert "2 entries queued" in out.getvalue()
+    assert "hidden-scan: an entrant of a hidden phase not yet revealed" in out.getvalue()
+    assert not EvaluationRun.objects.filter(release=second, scanner__name="hidden-scan").exists()
+    anonymous = Client()
+    for url in ("/audit/", "/api/audit/scanners/", "/api/audit/leaderboard/", "/runs/"):
+        assert "hidden-scan" not in anonymous.get(url).content.decode(), url
+    assert anonymous.get(reverse("audit:scanner", args=["hidden-scan"])).status_code == 404
+    # The admin action follows the same rule.
+    releases = reverse("admin:benchmarks_app_datasetrelease_changelist")
+    with django_capture_on_commit_callbacks(execute=True):
+        again = admin_client.post(
+            releases, {"action": "evaluate_entries", "_selected_action": [second.pk]}, follow=True
+        ).content.decode()
+    assert "an entrant of a hidden phase not yet revealed" in again
+    assert not EvaluationRun.objects.filter(release=second, scanner__name="hidden-scan").exists()
+
+
+def test_a_hidden_entrant_is_evaluated_into_the_new_release_s_open_hidden_phase(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from benchmarks_app.services.phases import phase_create
+
+    first, _ = _hidden_entrant_on_release_one()
+    second = _new_official_release(first)
+    now = timezone.now()
+    still_hidden = phase_create(
+        target=second,
+        name="Final",
+        slug="final",
+        starts_at=now - timedelta(hours=1),
+        ends_at=now + timedelta(days=5),
+        is_hidden=True,
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("evaluate_release", "--dataset", first.dataset.slug, stdout=io.StringIO())
+    run = EvaluationRun.objects.get(release=second, scanner__name="hidden-scan")
+    assert run.phase_id == still_hidden.pk
+    public = EvaluationRun.objects.filter(release=second, phase__isnull=True)
+    assert sorted(r.scanner.name for r in public if r.scanner) == ["alpha", "beta"]
+    assert "hidden-scan" not in Client().get("/audit/").content.decode()

@@ -31,7 +31,7 @@ def _echoing_judge(body: dict[str, Any]) -> Any:
     """Matches a truth to the scan finding sharing its first word, and quotes the truth's
     title in its explanation (as real models do): the answer is as secret as the truth."""
     user = body["messages"][1]["content"]
-    truth = re.search(r"Title: (.*)", user).group(1)  # type: ignore[union-attr]
+    truth = re.search(r"<verified_finding>\s*Title: (.*)", user).group(1)  # type: ignore[union-attr]
     index = next(
         (
             int(i)

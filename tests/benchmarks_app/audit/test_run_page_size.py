@@ -66,3 +66,15 @@ def test_a_repo_of_its_own_pages_its_rows(three_repos_run: Any, monkeypatch: Any
     second = Client().get(url, {"repo": names[1], "page": "2"}).content.decode()
     assert _rows(second) == 1 and "page 2 of 2" in second
     assert Client().get(url, {"repo": "no-such-repo"}).status_code == 404
+
+
+def test_the_verdict_count_says_what_it_counts(three_repos_run: Any) -> None:
+    # "Votes 12" read as a score; the column now says it counts the judge's verdicts, how
+    # many a batch gives and that the outcome is their majority (issue 37 item 8).
+    run, _names = three_repos_run
+    html = Client().get(reverse("audit:run", args=[run.pk])).content.decode()
+    assert ">Votes<" not in html
+    header = re.search(r'<th class="num" title="([^"]+)">Verdicts</th>', html)
+    assert header is not None and "one per vote" in header.group(1)
+    note = re.search(r'data-role="verdicts-note">([^<]+)<', html)
+    assert note is not None and "the outcome is their majority" in note.group(1)

@@ -58,7 +58,7 @@ FINDINGS[1][13] = "fee on transfer tokens"
 
 def judge(body: dict[str, Any]) -> Any:
     user = body["messages"][1]["content"]
-    truth = re.search(r"Title: (.*)", user).group(1)  # type: ignore[union-attr]
+    truth = re.search(r"<verified_finding>\s*Title: (.*)", user).group(1)  # type: ignore[union-attr]
     keyword = truth.split()[0].lower()
     batch = [(int(i), t.lower()) for i, t in re.findall(r"\[(\d+)\] Title: (.*)", user)]
     vote = int(body.get("seed") or 0)

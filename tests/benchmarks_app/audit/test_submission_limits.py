@@ -27,7 +27,8 @@ from benchmarks_app.models import (
     Scanner,
     ScanResult,
 )
-from benchmarks_app.selectors.audit import audit_report, audit_submission_quota
+from benchmarks_app.selectors.audit import audit_report
+from benchmarks_app.selectors.audit_submission_quota import audit_submission_quota
 from benchmarks_app.services.audit import AuditQuotaExceeded, AuditRunError, audit_scan_submit
 from scoring.audit.metrics import render_markdown
 from tests.benchmarks_app.audit.conftest import publish_dataset

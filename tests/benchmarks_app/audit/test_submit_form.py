@@ -333,7 +333,7 @@ def test_nobody_overwrites_another_users_scanner_by_form_or_api(
     titles = list(ScanFinding.objects.values_list("title", flat=True))
 
     rival = form_post(login(client, other), repo, FINDINGS[:1])
-    message = "'mytool' belongs to another user; submit under a name of your own"
+    message = "'mytool' is not available; submit under a name of your own"
     assert rival.status_code == 400 and page_errors(rival, "scanner") == [message]
     assert not page_errors(rival, "file")
 

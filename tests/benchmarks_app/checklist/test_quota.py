@@ -80,10 +80,13 @@ def test_failed_without_a_run_frees_the_total_slot_only(genuine_tex) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_submissions_cannot_exceed_the_quota(genuine_tex) -> None:
+def test_concurrent_submissions_cannot_exceed_the_quota(genuine_tex, settings) -> None:
     if connection.vendor == "sqlite":
         print("skipped on SQLite: no row locks (select_for_update is a no-op)")
         pytest.skip("SQLite has no row-level locks; this test runs on PostgreSQL")
+    # The quota under concurrency, not the site's reader cap (tested in limits/): every
+    # submission here may be read at once.
+    settings.PAPER_READERS_MAX = 64
     m = MembershipFactory(team__challenge__daily_limit=3, team__challenge__total_limit=100)
     threads_n = 8
     barrier = threading.Barrier(threads_n)

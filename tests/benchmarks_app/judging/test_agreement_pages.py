@@ -11,8 +11,13 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from benchmarks_app.models import CuratedVerdict, JudgeRecord
-from benchmarks_app.selectors.judge_agreement import review_queue
-from tests.benchmarks_app.judging.split_votes import SPLIT_TRUTH, split_vote_run
+from benchmarks_app.selectors.verdict_review_queue import review_queue
+from tests.benchmarks_app.judging.split_votes import (
+    SCAN_DESCRIPTIONS,
+    SPLIT_DESCRIPTION,
+    SPLIT_TRUTH,
+    split_vote_run,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -94,6 +99,84 @@ def test_review_queue_lists_the_split_vote_and_records_the_maintainers_verdict(
     page = admin_client.get(reverse("admin:benchmarks_app_judgerecord_change", args=[record.pk]))
     row = re.search(r'<td class="agreement-accuracy">(.*?)</td>', page.content.decode())
     assert row is not None and row.group(1).startswith("1.000")
+
+
+def test_a_queue_item_carries_its_evidence_and_is_decided_from_it(
+    client: Any, split_run: Any
+) -> None:
+    # A maintainer: staff with the curated-verdict permissions, not a superuser.
+    maintainer = get_user_model().objects.create_user("curator", password="pw", is_staff=True)
+    maintainer.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_curatedverdict", "add_curatedverdict"])
+    )
+    client.force_login(maintainer)
+    html = client.get(reverse(REVIEW)).content.decode()
+    items = re.findall(r'<fieldset class="module aligned review-item".*?</fieldset>', html, re.S)
+    assert len(items) == 1
+    item = items[0]
+    # The truth finding: title and description.
+    assert SPLIT_TRUTH in re.search(r'class="truth-title">(.*?)<', item).group(1)  # type: ignore[union-attr]
+    description = re.search(r'class="truth-description"[^>]*>(.*?)</div>', item, re.S)
+    assert description is not None and description.group(1) == SPLIT_DESCRIPTION
+    # The batch the judge saw: both scan findings with their descriptions, then each vote with
+    # its explanation (the 2-1 split: match, none, match).
+    batch = re.search(r'<div class="batch" data-batch="1">(.*?)</ul>', item, re.S)
+    assert batch is not None
+    rows = re.findall(
+        r'<tr class="scan-finding"><td>#(\d+)</td>.*?<strong>(.*?)</strong>', batch.group(1)
+    )
+    assert rows == [("0", "Unrelated gas issue"), ("1", "Reentrancy when withdrawing")]
+    assert all(text in batch.group(1) for text in SCAN_DESCRIPTIONS)
+    votes = re.findall(
+        r'<li class="vote">Vote (\d): <strong>(\w+)</strong>(.*?)</li>', batch.group(1)
+    )
+    assert [(n, verdict) for n, verdict, _ in votes] == [
+        ("1", "match"),
+        ("2", "none"),
+        ("3", "match"),
+    ]
+    assert "(scan finding #1)" in votes[0][2] and "fake split, vote 1" in votes[0][2]
+    assert "fake none, vote 2" in votes[1][2] and "fake split, vote 3" in votes[2][2]
+    # The run the judgement comes from is one click away.
+    assert f'href="{reverse("runs:detail", args=[split_run.pk])}"' in item
+    # Decided through the service, with the maintainer's name.
+    queued = review_queue()[0]
+    assert _settle(client, queued, "none").status_code == 302
+    verdict = CuratedVerdict.objects.get()
+    assert (verdict.verdict, verdict.author, verdict.item_key) == (
+        "none",
+        maintainer,
+        queued.item_key,
+    )
+    assert "0 items to review." in client.get(reverse(REVIEW)).content.decode()
+
+
+def test_a_judges_confusion_matrix_is_a_heat_map_in_its_admin_page(
+    admin_client: Any, split_run: Any
+) -> None:
+    item = review_queue()[0]
+    _settle(admin_client, item, "none")  # the judge said match: one disagreement
+    record = JudgeRecord.objects.get(name="openai")
+    page = admin_client.get(
+        reverse("admin:benchmarks_app_judgerecord_change", args=[record.pk])
+    ).content.decode()
+    table = re.search(
+        r'<table class="confusion-heatmap" data-benchmark="audit".*?</table>', page, re.S
+    )
+    assert table is not None
+    cells = {
+        (curated, judged): (int(count), alpha)
+        for curated, judged, alpha, count in re.findall(
+            r'data-curated="(\w+)" data-judge="(\w+)"[^>]*?'
+            r"rgba\(32, 92, 160, ([\d.]+)\)[^>]*>(\d+)</td>",
+            table.group(0),
+        )
+    }
+    assert len(cells) == 9
+    # The one item: curated none, judged match, the darkest cell; empty cells are blank.
+    assert cells[("none", "match")] == (1, "0.90")
+    assert {v for k, v in cells.items() if k != ("none", "match")} == {(0, "0")}
+    assert "<script" not in table.group(0)
 
 
 def test_only_maintainers_who_may_add_verdicts_settle(client: Any, split_run: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,8 @@ from benchmarks_app.models import (
     Scanner,
     VerdictSource,
 )
-from benchmarks_app.selectors.judge_agreement import (
-    SPLIT_VOTE,
-    judge_agreement,
-    judges_agreement,
-    review_queue,
-)
+from benchmarks_app.selectors.judge_agreement import SPLIT_VOTE, judge_agreement, judges_agreement
+from benchmarks_app.selectors.verdict_review_queue import review_queue
 from benchmarks_app.services.audit import audit_import_path, audit_run_create
 from benchmarks_app.services.curated_verdicts import (
     CuratedVerdictError,
@@ -210,7 +207,8 @@ def test_xstest_labels_agree_with_the_runs_own_human_label_figures(client: Any) 
     (only,) = board["results"]
     assert only["judge_agreement"]["n"] == 450
     assert only["judge_agreement"]["kappa"] == pytest.approx(own["kappa"])
-    assert 'judge-agreement" data-n="450"' in client.get("/probes/").content.decode()
+    page = client.get("/probes/").content.decode()
+    assert re.search(r'class="[^"]*\bjudge-agreement\b[^"]*" data-n="450"', page)
     # The signal is the judge: asking for the other signal finds none of its judgements.
     signal = figures[0]["judge"]
     other = "rules" if signal == "classifier" else "classifier"
@@ -235,7 +233,7 @@ def test_import_command_prints_every_judges_figures(settings: Any) -> None:
 
 
 def test_the_review_sample_is_seeded_and_near_its_rate() -> None:
-    from benchmarks_app.selectors.judge_agreement import in_sample
+    from benchmarks_app.selectors.verdict_review_queue import in_sample
 
     keys = [f"repo/F-{i}@hash" for i in range(4000)]
     drawn = [k for k in keys if in_sample(k, rate=0.1, seed=0)]

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from benchmarks_app.models import EvaluationRun, JudgeCall, JudgeRecord
-from benchmarks_app.selectors.audit_boards import board_judge_key
+from benchmarks_app.selectors.audit_board_results import board_judge_key
 from benchmarks_app.services.audit import AuditRunError, audit_run_create
 from tests.benchmarks_app.audit.conftest import publish_dataset
 from tests.benchmarks_app.judging.helpers import judge_or_probe

@@ -21,6 +21,7 @@ from benchmarks_app.services.judging import (
     llm_config_for_run,
 )
 from scoring.judges.cache import cache_key
+from scoring.judges.records import CallRecord
 from tests.benchmarks_app.judging.helpers import QUESTION, Answer, ask
 from tests.factories.common import RunFactory
 from tests.scoring.judges.fake_openai import FakeOpenAI, completion
@@ -139,3 +140,37 @@ def test_the_run_config_takes_the_outage_patience_from_the_settings() -> None:
     run = RunFactory(judge="openai")
     with override_settings(JUDGE_OUTAGE_PATIENCE_S=42.5):
         assert llm_config_for_run(run).outage_patience_s == 42.5
+
+
+@pytest.mark.django_db
+def test_completions_of_one_trip_each_update_their_own_pending_row_and_leave_lost_ones() -> None:
+    """The ``end`` kind's one statement, its rows sent together: each row gets its own
+    outcome, and a row given up as lost meanwhile stays lost."""
+    from benchmarks_app.services.judging_rounds import _end, pending_row
+
+    run = RunFactory()
+
+    def record(status: str, n: int) -> CallRecord:
+        return CallRecord(
+            "openai", "m", f"hash{n}", 1, 1, 12.5 * n, 100 * n, 10 * n, status,
+            error="" if status == "ok" else f"err {n}", raw_response=f"answer {n} é",
+            tokens_reasoning=n, tokens_cached=50 * n,
+        )  # fmt: skip
+
+    rows = [pending_row(record("pending", n), run_id=run.pk, holder="piece-1:1") for n in (1, 2, 3)]
+    JudgeCall.objects.bulk_create(rows)
+    ids = list(JudgeCall.objects.order_by("pk").values_list("pk", flat=True))
+    JudgeCall.objects.filter(pk=ids[2]).update(status="lost")
+    _end([(ids[0], record("ok", 1), None, None), (ids[1], record("error", 2), None, None),
+          (ids[2], record("ok", 3), None, None)])  # fmt: skip
+    got = list(
+        JudgeCall.objects.order_by("pk").values_list(
+            "status", "latency_ms", "tokens_in", "tokens_out", "tokens_reasoning",
+            "tokens_cached", "error", "raw_response",
+        )
+    )  # fmt: skip
+    assert got == [
+        ("ok", 12.5, 100, 10, 1, 50, "", "answer 1 é"),
+        ("error", 25.0, 200, 20, 2, 100, "err 2", "answer 2 é"),
+        ("lost", 37.5, 300, 30, 0, 0, "err 3", ""),  # as it was made pending
+    ]

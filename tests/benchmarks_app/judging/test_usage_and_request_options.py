@@ -34,6 +34,8 @@ def test_calls_keep_their_request_options_and_the_run_its_usage(
             json.dumps({"correct": True, "feedback": "fine"}), tokens_in=1000, tokens_out=100
         )
         answer["usage"]["completion_tokens_details"] = {"reasoning_tokens": 40}
+        # The paper is the prompt's shared prefix: the server read 600 tokens from its cache.
+        answer["usage"]["prompt_tokens_details"] = {"cached_tokens": 600}
         return answer
 
     with (
@@ -56,12 +58,14 @@ def test_calls_keep_their_request_options_and_the_run_its_usage(
     assert call.request["max_completion_tokens"] == 700
     assert call.request["response_format"] == "json_schema"
     assert call.request["seed"] == call.vote_number and call.tokens_reasoning == 40
+    assert call.tokens_cached == 600
 
     staff = StaffFactory.create(is_superuser=True)
     client.force_login(staff)
     page = client.get(reverse("admin:benchmarks_app_judgecall_change", args=[call.pk]))
     text = page.content.decode()
     assert "Request options" in text and "<th>temperature</th><td>0.5</td>" in text
+    assert "Tokens cached" in text
 
     usage = client.get(f"/api/runs/{run.pk}/").json()["judge_usage"]
     assert (usage["calls_new"], usage["calls_cached"]) == (n, 0)
@@ -71,9 +75,15 @@ def test_calls_keep_their_request_options_and_the_run_its_usage(
         40 * n,
     )
     assert usage["latency_p50_ms"] <= usage["latency_p95_ms"]
-    assert usage["cost_estimate"] == pytest.approx(n * (1000 * 2.0 + 100 * 8.0) / 1e6)
+    assert (usage["tokens_cached"], usage["cached_share"]) == (600 * n, 0.6)
+    # Cached input at half the input price when no cached price is set.
+    assert usage["cost_estimate"] == pytest.approx(n * (400 * 2.0 + 600 * 1.0 + 100 * 8.0) / 1e6)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert f"{n} new, 0 cached" in page and f"{40 * n} reasoning" in page
+    assert f"({600 * n} from the server's prompt cache)" in page
+    settings.JUDGE_PRICE_CACHED_IN_PER_MTOK = 0.2
+    usage = client.get(f"/api/runs/{run.pk}/").json()["judge_usage"]
+    assert usage["cost_estimate"] == pytest.approx(n * (400 * 2.0 + 600 * 0.2 + 100 * 8.0) / 1e6)
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,12 @@ def test_opted_in_creator_gets_an_email(django_capture_on_commit_callbacks: Any)
     assert message.to == ["ada@example.org"]
     assert message.subject == f"Run #{run.pk} (Audit findings) succeeded"
     f1 = overall([run.audit_repo_results.get().metrics])["f1_with_partial"]
-    assert f"f1_with_partial: {f1:.4f}" in message.body
+    # Named as the board names it, with what it is, never by its raw key (issue 37 item 8).
+    assert f"F1+ (F1 with partial matches counted: the ranking metric): {f1:.4f}" in message.body
+    assert "  P (precision: TP / reported): " in message.body
+    assert not [
+        k for k in ("f1_with_partial", "recall_with_partial", "  tp: ") if k in message.body
+    ]
     assert f"http://testserver/runs/{run.pk}/" in message.body
     assert run.scanner is not None
     assert run.scanner.name in str(message.body)
@@ -48,7 +53,7 @@ def test_failed_run_email_gives_the_error(django_capture_on_commit_callbacks: An
     (message,) = mail.outbox
     assert message.subject == f"Run #{run.pk} (Audit findings) failed"
     assert "Error: judge refused: context too long" in message.body
-    assert "f1_with_partial" not in message.body
+    assert "F1+" not in message.body
 
 
 def test_no_email_without_opt_in_or_after_opting_out(
@@ -100,3 +105,20 @@ def test_notify_never_raises(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> No
     assert "could not queue the notifications of run" in caplog.text
     assert mail.outbox == []
     assert not WebhookDelivery.objects.exists()
+
+
+def test_the_e_mails_names_are_the_boards_column_labels() -> None:
+    from benchmarks_app.views import audit_columns, checklist_columns, probes_columns
+
+    columns = {
+        c.key: c.label
+        for c in [
+            *audit_columns.LEADERBOARD_COLUMNS,
+            *probes_columns.LEADERBOARD_COLUMNS,
+            *checklist_columns.leaderboard_columns(my_team_id=None, staff=False),
+        ]
+    }
+    shared = set(columns) & set(notifications.METRIC_NAMES)
+    assert {"f1_with_partial", "precision", "resilience_index", "s", "c_g", "r"} <= shared
+    for key in shared:
+        assert notifications.METRIC_NAMES[key][0] == columns[key], key

@@ -163,6 +163,14 @@ def test_disguised_private_addresses_are_refused_at_send_time(
         ("224.0.0.1", False),
         ("0.0.0.0", False),
         ("::", False),
+        # IANA non-global blocks that Python 3.11's is_global still calls global.
+        ("192.0.0.192", False),
+        ("192.0.0.8", False),
+        ("::ffff:192.0.0.192", False),
+        ("64:ff9b::192.0.0.192", False),
+        ("3fff::1", False),  # documentation (RFC 9637)
+        ("5f00::1", False),  # SRv6 SIDs
+        ("192.0.0.9", True),  # the registry's globally reachable anycast exceptions
     ],
 )
 def test_address_is_public(address: str, public: bool) -> None:

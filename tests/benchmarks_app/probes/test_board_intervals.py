@@ -12,7 +12,8 @@ from rest_framework.test import APIClient
 
 from benchmarks_app.models import PatternRule, Probe, ProbeCaseResult, ProbeRunReport
 from benchmarks_app.models.boards import ProbeBoardRow
-from benchmarks_app.selectors.probes import _board_keys, probe_leaderboard, probe_report
+from benchmarks_app.selectors.probe_boards import _board_keys, probe_leaderboard
+from benchmarks_app.selectors.probes import probe_report
 from benchmarks_app.services.probes.boards import probe_board_refresh
 from scoring.probes.metrics import resilience_interval
 from scoring.probes.types import CaseScore

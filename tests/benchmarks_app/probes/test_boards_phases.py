@@ -18,7 +18,8 @@ from benchmarks_app.bench.api import seed_leaderboards
 from benchmarks_app.models import ProbeSuite, ResponseSubmission
 from benchmarks_app.models.boards import ProbeBoardRow
 from benchmarks_app.selectors.board_marks import PROBE_SHAPE, attach_marks
-from benchmarks_app.selectors.probes import probe_leaderboard, probe_report
+from benchmarks_app.selectors.probe_boards import probe_leaderboard
+from benchmarks_app.selectors.probes import probe_report
 from benchmarks_app.services.phases import phase_create, phase_hide, phase_reveal
 from benchmarks_app.services.probes import (
     ProbeChoiceError,

@@ -22,7 +22,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from benchmarks_app.models import EvaluationRun, ProbeSuite, Response, ResponseSubmission
-from benchmarks_app.selectors.probes import probe_leaderboard
+from benchmarks_app.selectors.probe_boards import probe_leaderboard
 from benchmarks_app.services.probes import (
     ProbeFormatError,
     ProbeOwnershipError,

@@ -6,7 +6,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from benchmarks_app.models import EvaluationRun, ResponseSubmission
-from benchmarks_app.selectors.probes import probe_leaderboard, probe_report
+from benchmarks_app.selectors.probe_boards import probe_leaderboard
+from benchmarks_app.selectors.probes import probe_report
 from tests.benchmarks_app.probes.conftest import GOOD, PROBES, jsonl, responses_jsonl
 
 pytestmark = pytest.mark.django_db

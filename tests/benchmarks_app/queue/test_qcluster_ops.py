@@ -50,6 +50,9 @@ def other_key(monkeypatch: Any) -> Any:
 
     def switch() -> Any:
         monkeypatch.setattr(Conf, "SECRET_KEY", OTHER_KEY)
+        # Redis keeps a canary across tests (the database's are rolled back): start this
+        # test's other key with none signed, as the ORM broker does.
+        _forget(queue_canary.canary_key())
         return override_settings(SECRET_KEY=OTHER_KEY)
 
     return switch
@@ -73,7 +76,7 @@ def test_the_canary_is_not_taken_for_a_live_cluster(canary: None) -> None:
     django-q2's ``qinfo`` reads only clusters."""
     from django_q.status import Stat
 
-    from benchmarks_app.services.scheduling import live_clusters
+    from benchmarks_app.selectors.run_health import live_clusters
 
     assert queue_canary.queue_canary_problem() is None  # the canary is there...
     assert live_clusters() == []  # ...and is no cluster
@@ -98,6 +101,90 @@ def test_qcluster_with_another_key_refuses_to_start_in_one_line(
     assert lines[0].startswith("qcluster refuses to start:") and "SECRET_KEY" in lines[0]
 
 
+def _forget(key: str) -> None:
+    """Drop one canary record from wherever the broker keeps it."""
+    from django_q.brokers import Broker, get_broker
+
+    broker = get_broker()
+    if type(broker).set_stat is Broker.set_stat and getattr(broker, "cache", None) is not None:
+        broker.cache.delete(key)
+    else:
+        broker.connection.delete(key)
+
+
+@pytest.mark.django_db
+def test_a_shell_with_another_key_cannot_poison_the_canary_of_the_good_clusters(
+    canary: None, other_key: Any, monkeypatch: Any
+) -> None:
+    """`evaluate_audit` from a shell with another key writes last: the site's clusters still
+    verify their own canary, while a cluster started with the shell's key would not be
+    trusted by the site's (and one with a third key is refused)."""
+    from django_q.conf import Conf
+
+    site_key = Conf.SECRET_KEY
+    with other_key():
+        assert queue_canary.queue_canary_write(force=True)  # no live cluster to compare with
+    monkeypatch.setattr(Conf, "SECRET_KEY", site_key)
+    with override_settings(SECRET_KEY=site_key):
+        assert queue_canary.queue_canary_check().state == "ok"
+        assert queue_canary.queue_canary_problem() is None
+    monkeypatch.setattr(Conf, "SECRET_KEY", "a-third-key-" + "y" * 40)
+    with override_settings(SECRET_KEY="a-third-key-" + "y" * 40):
+        assert queue_canary.queue_canary_check().state == "wrong_key"
+
+
+@pytest.mark.django_db
+def test_a_writer_whose_key_no_live_cluster_shares_refuses_to_queue_and_sign(
+    canary: None, other_key: Any, monkeypatch: Any
+) -> None:
+    from django.conf import settings
+    from django_q.conf import Conf
+
+    site_key = Conf.SECRET_KEY
+    queued = {**settings.Q_CLUSTER, "sync": False}
+    with override_settings(Q_CLUSTER=queued):
+        assert queue_canary.queue_key_problem() is None  # no live cluster: cannot tell
+        queue_canary.queue_cluster_key_publish()  # a good cluster says it is alive
+        assert queue_canary.queue_key_problem() is None
+        with other_key():
+            problem = queue_canary.queue_key_problem()
+            assert problem is not None and "differs from that of the running" in problem
+            assert queue_canary.queue_canary_write(force=True) is False  # signs nothing
+            with pytest.raises(CommandError, match="refusing to queue a run"):
+                call_command("evaluate_audit", "--scanner", "any")
+        monkeypatch.setattr(Conf, "SECRET_KEY", site_key)
+        # The shell left no trace: the site's clusters still verify their own canary.
+        assert queue_canary.queue_canary_check().state == "ok"
+
+
+@pytest.mark.django_db
+def test_an_unreachable_broker_is_not_a_wrong_key(canary: None, monkeypatch: Any) -> None:
+    """A Redis that refuses connections (a real client against a closed port) reads as
+    ``unreachable``: the cluster waits for it instead of exiting as for a wrong key."""
+    import django_q.brokers
+    from django_q.brokers.redis_broker import Redis
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "REDIS", "redis://127.0.0.1:9/0")
+    monkeypatch.setattr(Conf, "DJANGO_REDIS", None)
+    monkeypatch.setattr(django_q.brokers, "get_broker", lambda list_key=None: Redis())
+    check = queue_canary.queue_canary_check()
+    assert check.state == "unreachable" and "cannot be read" in check.detail
+    assert queue_canary.queue_canary_problem() is None
+    from benchmarks_app.management.commands import qcluster
+
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 3:  # the broker comes back after three waits
+            monkeypatch.undo()
+
+    monkeypatch.setattr(qcluster.time, "sleep", sleep)
+    assert qcluster.canary_wait_for_broker().state in ("ok", "unknown")
+    assert sleeps == [1.0, 2.0, 4.0]
+
+
 @pytest.mark.django_db
 def test_a_cluster_never_rewrites_the_canary_with_its_own_key(
     canary: None, other_key: Any, monkeypatch: Any
@@ -120,6 +207,7 @@ def test_after_a_key_change_the_sites_health_poll_renews_the_canary(
     from django_q.conf import Conf
 
     site_key = Conf.SECRET_KEY
+    _forget(queue_canary.canary_key())  # the new key has signed nothing yet
     with other_key():
         queue_canary.queue_canary_write(force=True)  # signed before the key changed
     monkeypatch.setattr(Conf, "SECRET_KEY", site_key)

@@ -15,7 +15,7 @@ from django.db import connection
 
 from benchmarks_app.models import EvaluationRun, JudgeCacheEntry, RunPiece, Scanner
 from benchmarks_app.models.runs import PieceStatus
-from benchmarks_app.services import scheduling
+from benchmarks_app.services import piece_sending, scheduling
 from benchmarks_app.services.audit import audit_run_create
 from benchmarks_app.services.runs import run_pieces_prepare, run_process_here
 from tests.benchmarks_app.audit.conftest import publish_dataset
@@ -108,7 +108,7 @@ def test_a_helper_that_dies_loses_nothing(
         assert run.status in ("queued", "running", "waiting")
         # Once the pickup grace has passed, run_wait sees a run nobody works on.
         openai_settings.RUN_PICKUP_GRACE_S = 0
-        assert scheduling.run_is_stalled(run)
+        assert piece_sending.run_is_stalled(run)
         # What run_wait does with a stalled run: process it here again.
         monkeypatch.setattr(scheduling, "_drive", drive)
         run_process_here(run=run, processes=1)

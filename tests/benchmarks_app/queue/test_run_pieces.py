@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece, RunStatus, Scanner
+from benchmarks_app.models import PieceStatus, RunPiece, RunStatus, Scanner
 from benchmarks_app.services import sweeper
 from benchmarks_app.services.audit import audit_run_create
 from benchmarks_app.services.runs import run_wait
@@ -42,7 +42,7 @@ def judge_settings(settings: Any) -> Any:
     return settings
 
 
-def test_a_queue_task_claims_up_to_the_limit_of_its_runs_pieces_and_leaves_the_rest() -> None:
+def test_a_queue_task_claims_up_to_the_limit_of_queued_pieces_and_leaves_the_rest() -> None:
     run = audit_run_create(scanner=_repos(3), judge="offline", enqueue=False)
     pieces = run_pieces_prepare(run=run)
     assert len(pieces) == 3
@@ -54,9 +54,11 @@ def test_a_queue_task_claims_up_to_the_limit_of_its_runs_pieces_and_leaves_the_r
         pieces[1].pk: PieceStatus.DONE,
         pieces[2].pk: PieceStatus.QUEUED,  # left to another worker
     }
-    # The second piece's own task arrives later: it finds the piece done and does nothing.
+    # The second piece's own task arrives later: its piece is done, but its worker slot is
+    # free, so it takes the piece still queued (the fair queue's slots are not tied to a piece).
     piece_process(piece_id=pieces[1].pk)
-    assert EvaluationRun.objects.get(pk=run.pk).status == RunStatus.RUNNING
+    assert RunPiece.objects.get(pk=pieces[2].pk).status == PieceStatus.DONE
+    # The third piece's task finds nothing left to do.
     piece_process(piece_id=pieces[2].pk)
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED

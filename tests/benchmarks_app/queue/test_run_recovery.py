@@ -20,7 +20,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from benchmarks_app.models import EvaluationRun, JudgeCall, PieceStatus, RunPiece, RunStatus
-from benchmarks_app.services import run_state, scheduling
+from benchmarks_app.services import piece_running, run_state
 from benchmarks_app.services import runs as run_services
 from benchmarks_app.services.judging import DbJudgeCache, ledger_recorder
 from benchmarks_app.services.leases import current_lease, lease_holder
@@ -35,7 +35,7 @@ def _run(**kwargs: Any) -> EvaluationRun:
 
 def _use_kind(monkeypatch: Any, process: Callable[[EvaluationRun], None]) -> None:
     monkeypatch.setitem(run_services.RUN_KINDS, "probes", run_services.RunKind(process="x.process"))
-    monkeypatch.setattr(scheduling, "import_string", lambda path: process)
+    monkeypatch.setattr(piece_running, "import_string", lambda path: process)
 
 
 @contextmanager
@@ -86,7 +86,7 @@ def test_a_database_cut_mid_piece_is_healed_with_no_person_and_no_pending_call(
     backend: dict[str, int] = {}
 
     def handler(body: dict[str, Any]) -> Any:
-        if not cut["now"] and not JudgeCall.objects.filter(status="lost").exists():
+        if not cut["now"] and not JudgeCall.objects.filter(status="interrupted").exists():
             if postgres:
                 _terminate_on_postgres(backend["pid"])
             cut["now"] = True
@@ -120,7 +120,8 @@ def test_a_database_cut_mid_piece_is_healed_with_no_person_and_no_pending_call(
     assert (piece.status, piece.attempt, piece.requeues) == (PieceStatus.DONE, 2, 1)
     assert "lost the database connection" in piece.error or piece.error == ""
     calls = list(JudgeCall.objects.order_by("pk").values_list("status", "holder"))
-    assert calls == [("lost", f"{piece.pk}:1"), ("ok", f"{piece.pk}:2")]
+    # Cut by the database, not cancelled: recorded interrupted once the worker reconnected.
+    assert calls == [("interrupted", f"{piece.pk}:1"), ("ok", f"{piece.pk}:2")]
     assert len(srv.requests) == 2
 
 
@@ -135,6 +136,81 @@ def test_postgres_pg_terminate_backend_mid_piece_needs_no_person(monkeypatch: An
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (DATABASE_URL=postgres://...)")
     test_a_database_cut_mid_piece_is_healed_with_no_person_and_no_pending_call(monkeypatch)
+
+
+def _fill_the_disk() -> Callable[[], None]:
+    """Make the next write that needs space fail as a full disk does; returns the undo.
+
+    Real on SQLite (``PRAGMA max_page_count`` at the pages in use: SQLite answers
+    "database or disk is full"); PostgreSQL's own message is raised there."""
+    if connection.vendor != "sqlite":
+
+        def full() -> None:
+            raise OperationalError(
+                'could not extend file "base/16384/2619": No space left on device'
+            )
+
+        return full
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA max_page_count")
+        (before,) = cursor.fetchone()
+        cursor.execute("PRAGMA page_count")
+        (used,) = cursor.fetchone()
+        cursor.execute(f"PRAGMA max_page_count = {int(used)}")
+
+    def undo() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA max_page_count = {int(before)}")
+
+    return undo
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_full_disk_parks_the_run_with_its_cause_and_the_sweeper_finishes_it(
+    monkeypatch: Any, client: Any
+) -> None:
+    """Issue 40: the write of a verdict finds no space. The piece's attempt ends with the
+    named cause, the run waits ("Waiting for storage"), /health/ answers 503 saying so; once
+    there is space again the sweeper's retry finishes the run without a person."""
+    run = _run()
+    disk = {"full": True}
+    undo: list[Callable[[], None]] = []
+
+    def process(r: EvaluationRun) -> None:
+        if disk["full"]:
+            undo.append(_fill_the_disk())
+            if connection.vendor != "sqlite":
+                undo[-1]()  # raises PostgreSQL's disk-full error
+            EvaluationRun.objects.filter(pk=r.pk).update(error="v" * 200_000)
+        run_services.run_finish(run=r)
+
+    _use_kind(monkeypatch, process)
+    try:
+        (piece,) = run_services.run_pieces_prepare(run=run)
+        run_services.piece_process(piece_id=piece.pk)  # no exception: parked, not failed
+    finally:
+        disk["full"] = False
+        if connection.vendor == "sqlite":
+            for step in undo:
+                step()
+    run.refresh_from_db()
+    piece.refresh_from_db()
+    assert piece.status == PieceStatus.WAITING and piece.retry_at is not None
+    assert piece.error.startswith("Write failed: the database cannot write (OperationalError: ")
+    assert run.status == RunStatus.WAITING
+    assert run.error.startswith("Waiting for storage: the database cannot write")
+    health = client.get("/health/")
+    assert health.status_code == 503
+    assert health.json()["checks"]["storage"].startswith("failing: 1 piece(s) parked")
+
+    RunPiece.objects.filter(pk=piece.pk).update(retry_at=timezone.now() - timedelta(seconds=1))
+    report = runs_sweep()  # the retry (Q_SYNC runs the re-sent piece at once)
+    assert report.waiting == [piece.pk]
+    run.refresh_from_db()
+    piece.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED and run.is_complete, run.error
+    assert piece.status == PieceStatus.DONE and piece.requeues == 0
+    assert client.get("/health/").json()["checks"]["storage"] == "ok"
 
 
 @pytest.mark.django_db
@@ -229,7 +305,7 @@ def test_a_judge_outage_parks_the_runs_other_pieces_without_asking_the_judge(
         return judging if path == "x.process" else (lambda r: ["a", "b", "c"])  # type: ignore[misc]
 
     # The processor is found by the scheduler, the plan by the run's state module.
-    monkeypatch.setattr(scheduling, "import_string", kind_function)
+    monkeypatch.setattr(piece_running, "import_string", kind_function)
     monkeypatch.setattr(run_state, "import_string", kind_function)
     pieces = run_services.run_pieces_prepare(run=run)
     for piece in pieces:

@@ -31,7 +31,7 @@ from benchmarks_app.models import (
 )
 from benchmarks_app.selectors.audit import audit_leaderboard
 from benchmarks_app.selectors.checklist import checklist_leaderboard
-from benchmarks_app.selectors.probes import probe_leaderboard
+from benchmarks_app.selectors.probe_boards import probe_leaderboard
 from benchmarks_app.services.checklist.boards import checklist_board_refresh
 from benchmarks_app.services.probes.boards import probe_board_refresh
 from tests.factories.common import (

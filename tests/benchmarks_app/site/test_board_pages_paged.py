@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from benchmarks_app.bench.api import seed_leaderboards
 from benchmarks_app.selectors.audit import audit_leaderboard
 from benchmarks_app.selectors.checklist import checklist_leaderboard
-from benchmarks_app.selectors.probes import probe_leaderboard
+from benchmarks_app.selectors.probe_boards import probe_leaderboard
 
 pytestmark = pytest.mark.django_db
 
@@ -215,8 +215,8 @@ def test_entries_without_a_value_come_last_on_the_last_page_both_ways(client, se
 def test_the_audit_boards_incomplete_entries_are_paged_25_at_a_time(client) -> None:
     """The unranked (incomplete) entries have a table of their own below the ranked one,
     shorter pages, no rank column: walking its pages lists each once, in the board's order."""
-    from benchmarks_app.bench.boards_scale import seed_audit
-    from benchmarks_app.views.audit import INCOMPLETE_PAGE_SIZE
+    from benchmarks_app.bench.boards_seed import seed_audit
+    from benchmarks_app.views.audit_columns import INCOMPLETE_PAGE_SIZE
 
     seed_audit(600)  # one entry in ten evaluated on one repo of two: incomplete
     incomplete = [r["scanner"] for r in audit_leaderboard() if not r["complete"]]
@@ -238,11 +238,12 @@ def test_the_audit_boards_incomplete_entries_are_paged_25_at_a_time(client) -> N
 
 
 def test_the_audit_boards_lower_pages_count_rank_ranges_from_its_end(client) -> None:
-    """A ranked page in the lower half of the audit board counts its rows' rank ranges from
-    the board's end: the board less its rows without a span, which are the incomplete
-    entries listed below (their count is part of the board's size), less the rows at or
-    below each span. Every page's ranges are the whole board's."""
-    from benchmarks_app.bench.boards_scale import seed_audit
+    """A ranked page in the lower half of the audit board counts its rows' rank ranges over
+    the board's stored buckets (issue 38), as a page in the upper half does: the buckets
+    beyond each span's bucket and the rows of its own bucket, never a pass from either end
+    (the board less its rows without a span less the rows at or below each span, before the
+    buckets). Every page's ranges are the whole board's."""
+    from benchmarks_app.bench.boards_seed import seed_audit
     from benchmarks_app.formatting import rank_range_text
 
     seed_audit(600)  # one entry in ten incomplete: ranked rows are 9 in 10 of the board
@@ -261,8 +262,15 @@ def test_the_audit_boards_lower_pages_count_rank_ranges_from_its_end(client) -> 
         parser = _Table("audit-leaderboard-table")
         parser.feed(html)
         # rank, scanner, F1+, 95% CI, rank range
-        # The page writes a range with a hyphen (the en dash is the API's text).
-        seen.update({row[1]: (row[0], row[4].replace("-", "\u2013")) for row in parser.rows})
+        # The page writes a range with a hyphen (the en dash is the API's text), and marks
+        # with " °" a range read by interval overlap (no paired marks on this board).
+        seen.update(
+            {
+                row[1]: (row[0], row[4].replace("-", "\u2013").removesuffix(" °"))
+                for row in parser.rows
+            }
+        )
         from_end = any('"span_low" IS NULL' in q["sql"] for q in queries.captured_queries)
-        assert from_end == (2 * (number - 1) * 100 >= len(whole)), number
+        bucketed = any("boardbucket" in q["sql"] for q in queries.captured_queries)
+        assert bucketed and not from_end, number
     assert seen == expected

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
+from scoring.audit.folders import read_path
 from scoring.audit.parsing import (
     ParseError,
     category_for,
     normalize_severity,
     parse_scan,
     parse_truth,
-    read_path,
     scan_project_id,
 )
 

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -18,6 +20,9 @@ from scoring.judges.llm import (
     strict_json_schema,
     structured_call,
 )
+from scoring.judges.reply import send
+from scoring.judges.server import JSON_SCHEMA
+from scoring.judges.wire import _strict_schema_text, response_format
 from tests.scoring.judges.fake_openai import FakeOpenAI, completion, error_body
 
 
@@ -158,3 +163,64 @@ def test_strict_schema_requires_all_fields() -> None:
     schema = strict_json_schema(Answer)
     assert schema["required"] == ["label", "score"]
     assert json.dumps(schema).count("additionalProperties") == 1
+
+
+def test_strict_schema_is_built_once_and_handed_out_as_a_copy() -> None:
+    first = strict_json_schema(Answer)
+    first["required"].append("changed by the caller")
+    first["properties"].clear()
+    second = strict_json_schema(Answer)
+    assert second["required"] == ["label", "score"]
+    assert set(second["properties"]) == {"label", "score"}
+    assert _strict_schema_text.cache_info().hits >= 1
+
+
+def test_messages_and_format_go_out_as_the_library_would_send_them() -> None:
+    """``send`` passes the messages and the response format around the client library's
+    per-call transform: the server must receive the same request body all the same."""
+    kwargs: dict[str, Any] = {
+        "model": "m1",
+        "messages": [
+            {"role": "system", "content": "judge"},
+            {"role": "user", "content": "truth é\n[3] finding"},
+        ],
+        "response_format": response_format(JSON_SCHEMA, Answer),
+        "seed": 7,
+        "max_completion_tokens": 40,
+        "timeout": 5,
+    }
+    with FakeOpenAI(lambda body: completion('{"label": "a", "score": 1}')) as server:
+
+        async def go() -> None:
+            client = make_client(LLMConfig(model="m1", base_url=server.base_url, timeout_s=5))
+            try:
+                await client.chat.completions.with_raw_response.create(**kwargs)
+                await send(client, kwargs, stream=False, timeout_s=5, base_url=server.base_url)
+                await send(client, kwargs, stream=True, timeout_s=5, base_url=server.base_url)
+            finally:
+                await client.close()
+
+        asyncio.run(go())
+    library, plain, streamed = server.requests
+    assert plain == library
+    assert streamed == {**library, "stream": True, "stream_options": {"include_usage": True}}
+    assert plain["messages"][1]["content"] == "truth é\n[3] finding"
+    assert kwargs["messages"][0] == {"role": "system", "content": "judge"}  # left as it was
+
+
+def test_warm_up_loads_what_the_first_call_would() -> None:
+    """In a fresh interpreter (this one imported them for the other tests): what a process's
+    first call imports is loaded by the warm-up, before ``run_wait`` forks its helpers."""
+    check = (
+        "import sys\n"
+        "from scoring.judges.llm_client import client_warm_up\n"
+        "before = {m for m in ('openai.resources.chat.completions.completions',"
+        " 'anyio._core._sockets') if m in sys.modules}\n"
+        "client_warm_up()\n"
+        "print(sorted(before), 'openai.resources.chat.completions.completions' in sys.modules,"
+        " 'anyio._core._sockets' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["[]", "True", "True"]

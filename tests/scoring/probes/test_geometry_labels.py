@@ -72,3 +72,26 @@ def test_documents_and_labels_hold_no_outcome_tokens(rules):
     assert geometry is not None
     labels = {t for c in geometry["clustering"]["clusters"] for t in c["top_terms"]}
     assert not labels & OUTCOME_TOKENS
+
+
+def test_documents_hold_the_responses_features_not_the_scorers_verdict(rules):
+    # Clusters were labelled "expected", "language", "comply-probe", "risk_high": words of the
+    # scorer's explanation and risk bucket, which restate the outcome (issue 37 item 8). A
+    # document is the probe's text and the rules the response matched, nothing of the verdict.
+    from scoring.probes.geometry import case_document
+
+    cases = _cases(rules)
+    matched = [c for c in cases if c.matched_safe_patterns or c.matched_unsafe_patterns]
+    assert matched, "some responses match rules"
+    verdict_words = {"expected", "language", "signals", "risk", "comply-probe"}
+    for case in cases:
+        words = set(case_document(case).lower().replace(":", " ").replace(";", " ").split())
+        assert not words & verdict_words, words & verdict_words
+        assert not any(w.startswith("risk_") for w in words)
+        for label in (*case.matched_safe_patterns, *case.matched_unsafe_patterns):
+            assert f"rule_{label}".lower() in words
+    geometry = observable_geometry(cases)
+    assert geometry is not None
+    labels = {t for c in geometry["clustering"]["clusters"] for t in c["top_terms"]}
+    assert labels and not labels & verdict_words
+    assert not any(t.startswith("risk_") for t in labels)

@@ -11,10 +11,14 @@ from hypothesis import strategies as st
 from scoring.stats.bootstrap import bootstrap_sums_interval, span_rank_ranges, span_ties
 from scoring.stats.paired import (
     PairedEntry,
+    exact_p_value,
     expanded_level,
+    holm_adjust,
+    min_discordance_p_value,
     paired_difference,
     paired_distributions,
     paired_marks,
+    sign_test_p_value,
 )
 
 RESAMPLES = 1000
@@ -157,3 +161,86 @@ def test_the_expanded_interval_widens_on_few_items_only() -> None:
 def test_mismatched_items_are_refused() -> None:
     with pytest.raises(ValueError, match=r"entries\[1\]"):
         paired_distributions([_entry([1.0, 0.0]), _entry([1.0])])
+
+
+def test_holm_adjusts_step_down_and_keeps_the_order_given() -> None:
+    adjusted = holm_adjust([0.01, 0.04, 0.03, 0.005])
+    # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04, then made
+    # non-decreasing (0.04 -> 0.06).
+    assert adjusted.tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm_adjust([0.5, 0.6, 0.9]).tolist() == [1.0, 1.0, 1.0]
+    assert holm_adjust([0.2, 0.01]).tolist() == pytest.approx([0.2, 0.02])
+    assert holm_adjust([]).size == 0
+    with pytest.raises(ValueError, match="p_values"):
+        holm_adjust([0.1, float("nan")])
+
+
+@pytest.mark.parametrize(
+    ("wins", "losses", "expected"),
+    [(4, 0, 0.125), (0, 4, 0.125), (5, 0, 0.0625), (6, 0, 0.03125), (3, 1, 0.625), (0, 0, 1.0)],
+)
+def test_the_sign_test_is_exact(wins: int, losses: int, expected: float) -> None:
+    assert sign_test_p_value(wins, losses) == pytest.approx(expected)
+
+
+def test_the_sign_test_matches_scipy_and_survives_many_items() -> None:
+    from scipy.stats import binomtest
+
+    for wins, losses in ((7, 2), (30, 12), (100, 80)):
+        reference = binomtest(wins, wins + losses, 0.5).pvalue
+        assert sign_test_p_value(wins, losses) == pytest.approx(reference)
+    assert sign_test_p_value(1500, 1500) == 1.0
+    assert 0.0 <= sign_test_p_value(1200, 0) < 1e-300
+
+
+def test_the_exact_test_counts_discordant_items() -> None:
+    a = np.asarray([1, 1, 1, 1, 0, 1, 0, 0, 1, 0], dtype=float)
+    b = np.asarray([0, 0, 0, 0, 0, 1, 0, 0, 1, 0], dtype=float)
+    assert exact_p_value(a, b) == (0.125, 4)
+    # Items of several quantities have no direction: the minimum-discordance bound.
+    two = np.stack([a, np.ones(10)], axis=1)
+    other = np.stack([b, np.ones(10)], axis=1)
+    assert exact_p_value(two, other) == (min_discordance_p_value(4), 4) == (0.125, 4)
+    with pytest.raises(ValueError, match="b:"):
+        exact_p_value(a, b[:5])
+
+
+def test_four_items_all_one_way_are_not_called_different() -> None:
+    # 4 of 20 items flipped from hit to miss: every resampled difference is >= 0 and the
+    # expanded percentile interval excludes 0, but the exact McNemar p is 0.125.
+    upper = np.zeros(20)
+    upper[:10] = 1.0
+    lower = upper.copy()
+    lower[:4] = 0.0
+    diff = paired_difference(_entry(upper), _entry(lower), resamples=2000)
+    assert diff is not None
+    assert diff.interval_excludes_zero
+    assert (diff.exact_p, diff.discordant) == (0.125, 4)
+    assert not diff.significant
+    # On the board as well: the two stay tied.
+    _, values, draws, lows, highs = _board([upper_entry := _entry(upper), _entry(lower)])
+    marks = paired_marks(
+        draws,
+        values=values,
+        lows=lows,
+        highs=highs,
+        items=20,
+        matrices=[upper_entry.matrix, lower],
+    )
+    assert marks.tied_with_above[1] and marks.exact_test
+    without_exact = paired_marks(draws, values=values, lows=lows, highs=highs, items=20)
+    assert not without_exact.tied_with_above[1]
+
+
+def test_holm_keeps_a_board_of_equal_entries_mostly_tied() -> None:
+    # Twelve entries of the same quality on 100 items, 20 boards: without a correction,
+    # 66 pairs at 5% each split at least one pair on most boards; Holm bounds it near 5%.
+    split_boards = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        entries = [_entry((rng.random(100) < 0.6).astype(float)) for _ in range(12)]
+        _, values, draws, lows, highs = _board(entries)
+        marks = paired_marks(draws, values=values, lows=lows, highs=highs, items=100)
+        assert marks.correction == "holm"
+        split_boards += marks.split_pairs > 0
+    assert split_boards <= 2

@@ -1,0 +1,142 @@
+"""Views that parse a participant's results file hold one of the site's upload reader slots
+while they do (:func:`benchmarks_app.services.reader_slots.upload_read_hold`), and a refused
+file costs its sender part of an hourly allowance.
+
+One decorator for the web forms and the API alike: it lets the request's body arrive first
+(a multipart form's files are received into memory or temporary files, any other body read
+whole, as the JSON parser would), so that a slow client costs its own thread, never a slot;
+then it holds a slot for the view, where the file or body is decoded, checked and stored.
+Past the cap the view is not run: ReadersBusy, which the API answers 503 with Retry-After in
+its JSON shape and the web pages with their short "The site is busy" page.
+
+A submission refused for what it sent (400 or 413: not CSV or JSON, a row or a field over a
+limit, the body too large) was parsed for nothing, so it counts against the user's
+``UPLOAD_REFUSALS_PER_HOUR``, kept in the shared cache (:mod:`benchmarks_app.rate_limits`) so
+that every web process counts the same refusals. Once the hour's refusals are spent, the
+user's next submission is answered 429 with Retry-After once received, before it is parsed,
+even a good file, so one account cannot keep the site parsing bad files in a loop (issue 35).
+Accepted submissions, quota refusals (429) and refusals for load (503) cost nothing. Papers
+have their own allowance (``CHECKLIST_PAPER_CHECKS_PER_HOUR``), counted where they are read.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
+from django.http import HttpRequest
+from rest_framework.views import APIView
+
+from benchmarks_app.rate_limits import rate_count, rate_spent
+from benchmarks_app.services.reader_slots import PaperReadRefused, upload_read_hold
+
+View = TypeVar("View", bound=Callable[..., Any])
+
+# The answers that refuse what the participant sent: invalid (400) or too large (413).
+REFUSED_FOR_CONTENT = frozenset({400, 413})
+REFUSALS_WINDOW_S = 3600
+
+
+class UploadRefusalsExceeded(PaperReadRefused):
+    """The user's submissions refused for their content have spent the hour's allowance:
+    429 with Retry-After (the API's error shape, or the web pages' short page)."""
+
+    status = 429
+    code = "throttled"
+
+
+def upload_received_size(request: Any) -> int:
+    """Bytes of the request's uploaded files (a multipart form) or of its body, received in
+    full; 0 for a request without a body. ``request`` is Django's or DRF's."""
+    raw: HttpRequest = getattr(request, "_request", request)
+    if raw.method not in ("POST", "PUT", "PATCH"):
+        return 0
+    if (raw.content_type or "").startswith("multipart/"):
+        # DRF's or Django's own parser: it stores the files without reading what is in them.
+        files = request.FILES
+        return sum(upload.size or 0 for _, uploads in files.lists() for upload in uploads)
+    return len(raw.body)
+
+
+def _refusals_key(request: Any) -> str | None:
+    """The user's refusal count key, for a submission (POST) by a signed-in user only."""
+    user = getattr(request, "user", None)
+    if user is None or request.method != "POST" or not user.is_authenticated:
+        return None
+    return f"upload-refusals:user:{user.pk}"
+
+
+def upload_refusals_allowance_check(*, key: str) -> None:
+    """UploadRefusalsExceeded, counting nothing, when the refusals under ``key`` have spent
+    the hour's ``UPLOAD_REFUSALS_PER_HOUR``."""
+    limit = int(settings.UPLOAD_REFUSALS_PER_HOUR)
+    wait = rate_spent(key=key, limit=limit, duration_s=REFUSALS_WINDOW_S)
+    if wait is not None:
+        raise UploadRefusalsExceeded(
+            f"You have had {limit} submissions refused this hour because their file or body "
+            f"could not be accepted (not valid CSV or JSON, fields missing, a limit exceeded); "
+            f"this one was not parsed. Fix the file, then try again in "
+            f"{max(1, int(wait))} seconds.",
+            retry_after_s=wait,
+        )
+
+
+def _answered_status(view_self: Any, exc: Exception) -> tuple[Any, int | None]:
+    """What an exception raised by the view answers: an APIView's own answer to it (DRF's
+    exception handler, as its dispatch would call it: the Response and its status), else
+    (None, 400) for what Django answers 400 (a body over its limits), else (None, None)."""
+    if isinstance(view_self, APIView) and not isinstance(exc, PaperReadRefused):
+        answer = view_self.handle_exception(exc)  # re-raises what DRF does not answer
+        return answer, answer.status_code
+    if isinstance(exc, SuspiciousOperation):  # RequestDataTooBig, TooManyFilesSent, ...
+        return None, 400
+    return None, None
+
+
+def reads_upload(view: View) -> View:
+    """Runs ``view`` (a function view, or an APIView's method) once the request's body has
+    arrived, holding an upload reader slot when the body is large; a submission refused for
+    its content counts against the user's hourly allowance, and past it the view is not run
+    (429)."""
+
+    @functools.wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        # A function view gets the request first, a method after ``self``.
+        request = args[0] if isinstance(args[0], HttpRequest) else args[1]
+        view_self = None if isinstance(args[0], HttpRequest) else args[0]
+        key = _refusals_key(request)
+        # The body is received before any refusal: a client answered while still sending a
+        # large file would find its connection reset instead of reading the answer.
+        size = upload_received_size(request)
+        if key is not None:
+            upload_refusals_allowance_check(key=key)
+        try:
+            with upload_read_hold(size=size):
+                answer = view(*args, **kwargs)
+        except Exception as exc:
+            if key is None:
+                raise
+            answer, status = _answered_status(view_self, exc)
+            if status in REFUSED_FOR_CONTENT:
+                rate_count(key=key, duration_s=REFUSALS_WINDOW_S)
+            if answer is None:
+                raise
+            return answer
+        if key is not None and answer.status_code in REFUSED_FOR_CONTENT:
+            rate_count(key=key, duration_s=REFUSALS_WINDOW_S)
+        return answer
+
+    # The API schema documents its 503 (benchmarks_app.api.schema).
+    wrapped.reads_participant_files = True  # type: ignore[attr-defined]
+    return cast(View, wrapped)
+
+
+__all__ = [
+    "UploadRefusalsExceeded",
+    "reads_upload",
+    "upload_received_size",
+    "upload_refusals_allowance_check",
+]

@@ -1,0 +1,142 @@
+# mypy: disable-error-code="arg-type,attr-defined,misc,unused-ignore"
+"""Issue 35: a submission refused at parsing (a results file or body that is not valid CSV or
+JSON, or over a limit) costs its sender part of an hourly allowance, so that one account
+cannot keep the site parsing bad files in a loop. Past UPLOAD_REFUSALS_PER_HOUR the user's
+next submission is answered 429 with Retry-After before it is parsed, on the API and the web
+forms alike; accepted submissions and other users are not affected."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from benchmarks_app.models import EvaluationRun, ResponseSubmission
+from benchmarks_app.services.probes import probe_suite_import
+from tests.benchmarks_app.probes.conftest import GOOD, PROBES, jsonl
+from tests.factories.audit import RepoFactory, TruthFindingFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def two_refusals(settings: Any) -> None:
+    settings.UPLOAD_REFUSALS_PER_HOUR = 2
+
+
+def _api(username: str) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.create_user(username, password="pw"))
+    return client
+
+
+def _post_responses(api: APIClient, model: str, data: bytes, name: str = "r.jsonl") -> Any:
+    return api.post(
+        reverse("api:probes-submit"),
+        {"suite": "mini", "model": model, "file": SimpleUploadedFile(name, data)},
+        format="multipart",
+    )
+
+
+def _good_responses() -> bytes:
+    return jsonl([{"probe_id": pid, "output": text} for pid, text in GOOD.items()]).encode()
+
+
+@pytest.fixture
+def suite(db: Any) -> None:
+    probe_suite_import(name="mini", text=jsonl(PROBES), fmt="jsonl")
+
+
+def _audit_url() -> str:
+    repo = RepoFactory(project_id="code4rena_vault_2025_01", name="Vault")
+    TruthFindingFactory(repo=repo, finding_id="H-01", order=0, title="Reentrancy in withdraw")
+    return reverse("api:audit-submit", args=[repo.project_id]) + "?scanner=mytool&judge=offline"
+
+
+def test_refused_responses_files_spend_the_allowance_then_even_a_good_file_waits(
+    two_refusals: None, suite: None
+) -> None:
+    api = _api("looper")
+    refused = [_post_responses(api, "m", b"{not json\n").status_code for _ in range(2)]
+    assert refused == [400, 400]
+    spent = _post_responses(api, "m", _good_responses())
+    assert spent.status_code == 429
+    body = spent.json()
+    assert body["code"] == "throttled"
+    assert 1 <= int(spent["Retry-After"]) == body["retry_after_s"] <= 3600
+    assert "2 submissions refused this hour" in body["detail"]
+    assert "this one was not parsed" in body["detail"]
+    assert not ResponseSubmission.objects.exists()
+    # Another account's allowance is its own.
+    other = _post_responses(_api("careful"), "m", _good_responses())
+    assert other.status_code == 201, other.content[:300]
+
+
+def test_accepted_submissions_cost_nothing(two_refusals: None, suite: None) -> None:
+    api = _api("participant")
+    codes = [_post_responses(api, f"m{i}", _good_responses()).status_code for i in range(4)]
+    assert codes == [201, 201, 201, 201]
+    assert _post_responses(api, "m-bad", b"{not json\n").status_code == 400
+    assert _post_responses(api, "m5", _good_responses()).status_code == 201
+
+
+def test_a_json_body_the_parser_refuses_counts_like_a_bad_file(two_refusals: None) -> None:
+    url = _audit_url()
+    api = _api("looper")
+    # Not JSON at all (DRF's parser raises), then JSON the findings check refuses.
+    assert api.post(url, "{not json", content_type="application/json").status_code == 400
+    no_findings = api.post(url, json.dumps({"nothing": 1}), content_type="application/json")
+    assert no_findings.status_code == 400
+    good = json.dumps({"findings": [{"title": "Reentrancy in withdraw", "severity": "high"}]})
+    spent = api.post(url, good, content_type="application/json")
+    assert spent.status_code == 429 and spent.json()["code"] == "throttled"
+    assert not EvaluationRun.objects.exists()
+
+
+def test_the_web_form_counts_refusals_and_answers_429_past_them(
+    two_refusals: None, suite: None, client: Any
+) -> None:
+    user = get_user_model().objects.create_user("web-looper", password="pw")
+    client.force_login(user)
+
+    def post(data: bytes) -> Any:
+        upload = SimpleUploadedFile("r.jsonl", data)
+        return client.post("/probes/submit/", {"suite": "mini", "model": "m", "file": upload})
+
+    assert [post(b"{not json\n").status_code for _ in range(2)] == [400, 400]
+    spent = post(_good_responses())
+    assert spent.status_code == 429
+    assert int(spent["Retry-After"]) >= 1
+    assert b"submissions refused this hour" in spent.content
+    assert not ResponseSubmission.objects.exists()
+    # Showing the form reads nothing and is not refused.
+    assert client.get("/probes/submit/").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refusals_are_counted_across_two_processes_sharing_the_cache(tmp_path: Any) -> None:
+    from tests.benchmarks_app.limits.processes import Worker, key_prefix, shared_database_url
+
+    probe_suite_import(name="mini", text=jsonl(PROBES), fmt="jsonl")
+    get_user_model().objects.create_user("looper", password="pw")
+    database_url, prefix = shared_database_url(tmp_path), key_prefix()
+    limit = {"UPLOAD_REFUSALS_PER_HOUR": "3", "MEDIA_ROOT": str(tmp_path)}
+    workers = [
+        Worker(database_url, prefix, "refused", "looper", "mini", "3", **limit) for _ in "ab"
+    ]
+    try:
+        for worker in workers:
+            worker.ready()
+        first, second = (worker.go()["codes"] for worker in workers)
+    finally:
+        for worker in workers:
+            worker.stop()
+    # A count per process would have refused 3 bad files in each; the shared one lets 3 be
+    # read in all, then answers 429 before reading.
+    assert first == [400, 400, 400]
+    assert second == [429, 429, 429]
