@@ -29,6 +29,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from benchmarks_app.services.reader_slots import PaperReadRefused
+from benchmarks_app.upload_reads import request_body_drain
 
 
 def _flatten(detail: Any, field: str | None) -> list[dict[str, Any]]:
@@ -132,6 +133,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, exceptions.APIException):
         return response
+    if isinstance(exc, (exceptions.Throttled, PaperReadRefusedError)) and "request" in context:
+        # Refused before its body was read (a throttle answers first): read it raw and
+        # throw it away, so the sender reads this answer instead of a reset.
+        request_body_drain(context["request"])
     body = error_payload(exc)
     wait = getattr(exc, "wait", None)
     if isinstance(exc, (exceptions.Throttled, PaperReadRefusedError)) and wait is not None:

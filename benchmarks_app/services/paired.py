@@ -28,7 +28,15 @@ from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from benchmarks_app.db_retry import retry_on_conflict
-from benchmarks_app.models import Benchmark, EvaluationRun, PairedBoardSummary, PairedRefresh
+from benchmarks_app.models import (
+    Benchmark,
+    Challenge,
+    DatasetRelease,
+    EvaluationRun,
+    PairedBoardSummary,
+    PairedRefresh,
+    ProbeSuite,
+)
 from benchmarks_app.selectors.audit_board_results import board_judge_key
 from benchmarks_app.selectors.board_marks import own_order
 from benchmarks_app.selectors.paired import (
@@ -149,6 +157,18 @@ def _spans(rows: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     return values, lows, highs, exact
 
 
+def _lock_board_scope(board: BoardKey) -> None:
+    """Take the row lock every writer of ``board`` takes first: its release, suite or
+    challenge (``services.audit.boards``, ``services.probes.boards``,
+    ``services.checklist.boards``)."""
+    scopes: dict[str, Any] = {
+        "audit": DatasetRelease,
+        "probes": ProbeSuite,
+        "checklist": Challenge,
+    }
+    scopes[board.kind].objects.select_for_update().filter(pk=board.scope).first()
+
+
 def _fingerprint(board: BoardKey) -> dict[str, Any]:
     """What changes whenever a board's rows do: their number and latest write (a run's end
     saves its entrant's row, which writes ``computed_at``; paired marks do not touch it)."""
@@ -201,6 +221,11 @@ def board_paired_refresh(
     model = spec.model
     beyond = ~Q(pk__in=[row.pk for row in head])
     with transaction.atomic():
+        # The board's writers (a run's end, an upload's refresh) lock its scope row before
+        # they touch its rows; so do these marks, or the bulk update and a whole-board
+        # rewrite lock the same rows in opposite orders and PostgreSQL aborts one of them
+        # (seen under the deadline rush). Locked, the fingerprint check is exact too.
+        _lock_board_scope(board)
         if _fingerprint(board) != seen:
             paired_refresh_request(board=board)
             return PairedResult(str(board), len(rows), 0, marks.tested_pairs, 0, 0, 0)

@@ -273,14 +273,44 @@ def _refresh_boards(boards: Iterable[tuple[int, str, int | None]]) -> int:
     return len(boards)
 
 
+# Up to this many scanners changed, their rows are brought up to date one by one; past it
+# (a dataset imported whole) every board they are on is rewritten.
+SCANNERS_UPDATED_ONE_BY_ONE = 20
+
+
 def audit_boards_refresh_for_scanners(*, scanner_ids: Iterable[int]) -> int:
-    """Rewrite every board a scanner is on, after its current results changed (an import made
-    another version current: the board no longer counts the runs of the old one)."""
-    return _refresh_boards(
-        AuditBoardRow.objects.filter(scanner_id__in=list(scanner_ids)).values_list(
-            "release_id", "judge", "phase_id"
-        )
+    """Update every board a scanner is on, after its current results changed (an import made
+    another version current: the board no longer counts the runs of the old one); the number
+    of boards.
+
+    A participant's upload changes one scanner: its rows alone are rebuilt, as a run's end
+    does (:func:`audit_board_update`, which gives what the whole-board rewrite gives). The
+    rewrite deleted and inserted every row of every such board inside the upload's
+    transaction, so under a deadline rush twenty uploads and the workers' run ends all
+    wrote the same rows, and PostgreSQL aborted some of them as deadlocked."""
+    ids = sorted(set(scanner_ids))
+    boards = sorted(
+        set(
+            AuditBoardRow.objects.filter(scanner_id__in=ids).values_list(
+                "release_id", "judge", "phase_id"
+            )
+        ),
+        # The order every writer locks releases in: no two of them wait on each other.
+        key=lambda b: (b[0], b[1], b[2] or 0),
     )
+    if len(ids) > SCANNERS_UPDATED_ONE_BY_ONE:
+        return _refresh_boards(boards)
+    releases = DatasetRelease.objects.in_bulk({release_id for release_id, _, _ in boards})
+    phases = Phase.objects.in_bulk({p for _, _, p in boards if p is not None})
+    for release_id, judge, phase_id in boards:
+        for scanner_id in ids:
+            audit_board_update(
+                release=releases[release_id],
+                judge=judge,
+                phase=phases[phase_id] if phase_id is not None else None,
+                scanner_id=scanner_id,
+            )
+    return len(boards)
 
 
 def audit_boards_refresh_for_release(*, release: DatasetRelease) -> int:

@@ -7,15 +7,19 @@ forms alike; accepted submissions and other users are not affected."""
 
 from __future__ import annotations
 
+import io
 import json
+import time
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import RequestFactory
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from benchmarks_app import upload_reads
 from benchmarks_app.models import EvaluationRun, ResponseSubmission
 from benchmarks_app.services.probes import probe_suite_import
 from tests.benchmarks_app.probes.conftest import GOOD, PROBES, jsonl
@@ -140,3 +144,53 @@ def test_refusals_are_counted_across_two_processes_sharing_the_cache(tmp_path: A
     # read in all, then answers 429 before reading.
     assert first == [400, 400, 400]
     assert second == [429, 429, 429]
+
+
+def test_a_spent_account_s_file_is_read_raw_and_thrown_away_not_parsed(
+    two_refusals: None, suite: None, monkeypatch: Any
+) -> None:
+    api = _api("looper")
+    for _ in range(2):
+        assert _post_responses(api, "m", b"{not json\n").status_code == 400
+    parsed: list[int] = []
+    real = upload_reads.upload_received_size
+    monkeypatch.setattr(upload_reads, "upload_received_size", lambda r: parsed.append(1) or real(r))
+    big = b"x" * (3 * 1024 * 1024)
+    spent = _post_responses(api, "m", big, name="bomb.jsonl")
+    assert spent.status_code == 429
+    assert parsed == []  # refused before its multipart form was parsed
+
+
+class _SlowStream(io.BytesIO):
+    def read(self, size: int | None = -1) -> bytes:
+        time.sleep(0.05)
+        return super().read(size)
+
+
+def _raw_request(body: io.BytesIO, length: int) -> Any:
+    return RequestFactory().post(
+        "/x",
+        data=b"",
+        content_type="application/octet-stream",
+        CONTENT_LENGTH=str(length),
+        **{"wsgi.input": body},
+    )
+
+
+def test_draining_reads_a_body_to_its_end_within_its_bounds() -> None:
+    data = b"y" * (1024 * 1024 + 17)
+    stream = io.BytesIO(data)
+    assert upload_reads.request_body_drain(_raw_request(stream, len(data))) is True
+    assert stream.tell() == len(data)
+    # Over the byte bound: left unread (its connection is reset, as a server does).
+    stream = io.BytesIO(data)
+    assert upload_reads.request_body_drain(_raw_request(stream, len(data)), max_bytes=1024) is False
+    assert stream.tell() == 0
+    # A sender slower than the time bound is given up on within about that bound.
+    slow = _SlowStream(data)
+    started = time.monotonic()
+    assert upload_reads.request_body_drain(_raw_request(slow, len(data)), max_s=0.1) is False
+    assert time.monotonic() - started < 1.0
+    assert 0 < slow.tell() < len(data)
+    # A body shorter than its stated length: not drained.
+    assert upload_reads.request_body_drain(_raw_request(io.BytesIO(b"abc"), 10)) is False
