@@ -276,6 +276,10 @@ RUN_PIECES_PER_PROCESS = envparse.env_int(ENV, "RUN_PIECES_PER_PROCESS", 16, min
 # How many qcluster processes share the database, and the connections the web processes
 # hold (gunicorn workers x threads): the start-up check of PostgreSQL's max_connections.
 Q_CLUSTERS = envparse.env_int(ENV, "Q_CLUSTERS", 1, minimum=1)
+# Added to a qcluster's niceness (0-19) at start, its workers included: on a machine that
+# also serves the site, 10 lets the pages take the CPU before the judging (issue 35's rush);
+# 0 (the default) leaves it, as on worker machines of their own.
+Q_NICE = envparse.env_int(ENV, "Q_NICE", 0, minimum=0)
 WEB_DB_CONNECTIONS = envparse.env_int(ENV, "WEB_DB_CONNECTIONS", 0, minimum=0)
 # A worker host whose clock is further than this from the database's logs a warning (leases
 # use the database's clock; /health/, /metrics and the admin show every host's skew).
@@ -359,6 +363,9 @@ CHECKLIST_PAPER_CHECKS_PER_HOUR = envparse.env_int(
 # submission is answered 429 with Retry-After before it is parsed.
 UPLOAD_REFUSALS_PER_HOUR = envparse.env_int(ENV, "UPLOAD_REFUSALS_PER_HOUR", 20, minimum=1)
 PDF_PARSE_MEMORY_MB = envparse.env_int(ENV, "PDF_PARSE_MEMORY_MB", 512, minimum=64)
+# Added to the reader's niceness (0-19): on a busy machine the pages of everybody else get the
+# CPU before a participant's paper (scoring.sandbox.Limits); 0 reads at the caller's priority.
+PDF_PARSE_NICE = envparse.env_int(ENV, "PDF_PARSE_NICE", 10, minimum=0)
 PDF_MAX_PAGES = envparse.env_int(ENV, "PDF_MAX_PAGES", 300, minimum=1)
 PDF_MAX_CONTENT_MB = envparse.env_int(ENV, "PDF_MAX_CONTENT_MB", 20, minimum=1)
 PDF_MAX_OPERATORS = envparse.env_int(ENV, "PDF_MAX_OPERATORS", 1_000_000, minimum=1000)

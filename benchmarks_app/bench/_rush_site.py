@@ -198,6 +198,9 @@ class Site:
             "AUDIT_DAILY_SUBMISSIONS": str(options.quotas["audit"]),
             "GUNICORN_BIND": f"127.0.0.1:{self.port}",
             "GUNICORN_ACCESS_LOG": "0",
+            # One machine serves and judges: the judging yields the CPU to the pages, as the
+            # README's production section advises for such a machine.
+            "Q_NICE": os.environ.get("RUSH_Q_NICE", "10"),
         }
         if self.db == "postgres":
             self.env["DATABASE_URL"] = PG_ADMIN.rsplit("/", 1)[0] + f"/{PG_DATABASE}"

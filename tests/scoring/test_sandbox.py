@@ -3,6 +3,8 @@ and what the function raises or returns reaches the caller."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from scoring.sandbox import LimitExceeded, Limits, run_limited
@@ -76,3 +78,15 @@ def test_the_heartbeat_is_called_while_the_child_runs() -> None:
     beats: list[float] = []
     assert run_limited(time.sleep, 0.6, limits=Limits(), heartbeat=lambda: beats.append(1)) is None
     assert len(beats) >= 2
+
+
+def _own_niceness() -> int:
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_the_child_reads_at_a_lower_cpu_priority_than_its_caller() -> None:
+    # Issue 35: the pages of everybody else get the CPU before one participant's file.
+    mine = _own_niceness()
+    assert run_limited(_own_niceness, limits=Limits(cpu_seconds=5, nice=10)) == min(19, mine + 10)
+    assert run_limited(_own_niceness, limits=Limits(cpu_seconds=5, nice=0)) == mine
+    assert _own_niceness() == mine  # the caller's own priority is untouched

@@ -185,6 +185,9 @@ class Command(QClusterCommand):
         # start-up heap frozen, instead of paying for both while its first run waits (and
         # this host's clock measured against the database's).
         process_warm_up()
+        if settings.Q_NICE > 0:
+            # Before the workers fork, so that they inherit it (the kernel caps it at 19).
+            os.nice(settings.Q_NICE)
         # Forked processes must not share this process's database connection.
         connections.close_all()
         if options.get("cluster_name"):

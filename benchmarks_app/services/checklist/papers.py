@@ -70,6 +70,7 @@ def paper_read_limits() -> tuple[PdfLimits, Limits]:
         cpu_seconds=float(settings.PDF_PARSE_TIMEOUT_S),
         wall_seconds=float(settings.PDF_PARSE_WALL_S),
         memory_mb=settings.PDF_PARSE_MEMORY_MB,
+        nice=settings.PDF_PARSE_NICE,
     )
     return pdf, child
 
