@@ -178,13 +178,17 @@ def _raw_request(body: io.BytesIO, length: int) -> Any:
 
 
 def test_draining_reads_a_body_to_its_end_within_its_bounds() -> None:
-    data = b"y" * (1024 * 1024 + 17)
+    data = b"y" * (upload_reads.DRAIN_MAX_BYTES - 17)
     stream = io.BytesIO(data)
     assert upload_reads.request_body_drain(_raw_request(stream, len(data))) is True
     assert stream.tell() == len(data)
     # Over the byte bound: left unread (its connection is reset, as a server does).
     stream = io.BytesIO(data)
     assert upload_reads.request_body_drain(_raw_request(stream, len(data)), max_bytes=1024) is False
+    assert stream.tell() == 0
+    over = b"z" * (upload_reads.DRAIN_MAX_BYTES + 1)
+    stream = io.BytesIO(over)
+    assert upload_reads.request_body_drain(_raw_request(stream, len(over))) is False
     assert stream.tell() == 0
     # A sender slower than the time bound is given up on within about that bound.
     slow = _SlowStream(data)
