@@ -40,6 +40,8 @@ class LoadResult:
     crowd: int = 0
     memory_samples: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, Any] = field(default_factory=dict)
+    # (minute of the load, answers, p50, p95) of the requests with a goal: where the tail is.
+    by_minute: list[tuple[int, int, float, float]] = field(default_factory=list)
 
     @property
     def held(self) -> bool:
@@ -84,6 +86,27 @@ def summarise(
         if counts["busy"] and kind not in READS_FILES:
             missed.append(f"{kind}: {counts['busy']} busy (503) on a request that reads no file")
     return kinds, missed
+
+
+def by_minute(
+    report: dict[str, Any], goals: dict[str, int | None]
+) -> list[tuple[int, int, float, float]]:
+    """The requests of every kind with a goal, by the minute of the load they were answered in
+    (from the first answer of any kind): (minute from 1, answers, p50 ms, p95 ms)."""
+    ends: dict[str, list[float]] = report.get("ends_s", {})
+    starts = [min(times) for times in ends.values() if times]
+    if not starts:
+        return []
+    first = min(starts)
+    minutes: dict[int, list[float]] = {}
+    for kind, times in report["times_ms"].items():
+        if goals.get(kind) is None:
+            continue
+        for took, end in zip(times, ends.get(kind, []), strict=False):
+            minutes.setdefault(int((end - first) // 60) + 1, []).append(took)
+    return [
+        (m, len(ts), percentile(ts, 50), percentile(ts, 95)) for m, ts in sorted(minutes.items())
+    ]
 
 
 def quota_check(
@@ -148,6 +171,14 @@ def print_load(out: TextIO, result: LoadResult, goals: dict[str, int | None]) ->
         " from the reader caps, sent again after it by participants; errors: answers nobody\n"
         " expected; 5xx: every other server error)\n"
     )
+    if result.by_minute:
+        out.write(
+            "requests with a goal, by minute of the load (answers: p50 / p95 ms): "
+            + "; ".join(
+                f"{m}: {n} {_fmt(p50)} / {_fmt(p95)}" for m, n, p50, p95 in result.by_minute
+            )
+            + "\n"
+        )
     for benchmark, q in result.quota.items():
         out.write(
             f"quota {benchmark:<9}: limit {q['limit']}/account/day; accepted {q['accepted']}, "

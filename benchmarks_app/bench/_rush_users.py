@@ -12,18 +12,16 @@ Four kinds of visitors (Locust user classes), each sending requests under a few 
   429); watches its runs' pages and status. A submission refused because the site's readers
   are all busy (503 with Retry-After) is sent again once Retry-After has passed, as a well
   behaved client does, and is counted apart ("busy"), neither accepted nor refused.
-- :class:`ApiClient` (``RUSH_API_CLIENTS``, token): polls the run list and runs, pages through
-  a run's items, downloads run bundles.
-- :class:`Hostile` (``RUSH_HOSTILE``, token): sends the hostile files of
-  :mod:`benchmarks_app.bench.hostile_files` and a LaTeX zip that fans out, back to back,
-  ignoring Retry-After.
+- :class:`ApiClient` (``RUSH_API_CLIENTS``, token): polls runs, pages items, downloads bundles.
+- :class:`Hostile` (``RUSH_HOSTILE``, token): sends the files of :mod:`.hostile_files` and a
+  LaTeX zip that fans out, back to back, ignoring Retry-After.
 
 Every visitor sends its own ``X-Forwarded-For`` address (the site runs with ``NUM_PROXIES=1``),
 so per-client limits apply per visitor, as behind a real proxy. What each request answered is
 kept by a listener and written as JSON to ``RUSH_REPORT`` when Locust quits: every response time
-per kind, status counts per kind, outcome counts per kind (:func:`outcome`), and each account's
-accepted, refused and busy submissions.
-``RUSH_FIXTURE`` is the JSON written by ``rush.py --seed`` (accounts, tokens, boards, runs).
+(and when it ended) per kind, status and outcome counts per kind (:func:`outcome`), and each
+account's accepted, refused and busy submissions. ``RUSH_FIXTURE`` is the JSON written by
+``rush.py --seed`` (accounts, tokens, boards, runs).
 """
 
 from __future__ import annotations
@@ -68,6 +66,7 @@ FIXTURE: dict[str, Any] = (
 ACCOUNTS: dict[str, Any] = (FIXTURE.get("runs") or [{}])[_int("RUSH_RUN_INDEX", 0)]
 
 _times: dict[str, list[float]] = defaultdict(list)
+_ends: dict[str, list[float]] = defaultdict(list)  # time.time() at each answer, per kind
 _statuses: dict[str, Counter[str]] = defaultdict(Counter)
 _outcomes: dict[str, Counter[str]] = defaultdict(Counter)
 _quota: dict[str, dict[str, Counter[str]]] = {b: defaultdict(Counter) for b in BENCHMARKS}
@@ -106,6 +105,7 @@ def outcome(status: int, response: Any, exception: Any) -> str:
 @events.request.add_listener
 def _record(name: str, response_time: float, response: Any, exception: Any, **_: Any) -> None:
     _times[name].append(response_time)
+    _ends[name].append(time.time())
     status = getattr(response, "status_code", 0) if response is not None else 0
     _outcomes[name][outcome(status, response, exception)] += 1
     if exception is not None:
@@ -123,6 +123,7 @@ def _write_report(environment: Any, **_: Any) -> None:
         return
     report = {
         "times_ms": _times,
+        "ends_s": _ends,
         "statuses": _statuses,
         "outcomes": _outcomes,
         "failures": {k: dict(c.most_common(5)) for k, c in _failures.items()},

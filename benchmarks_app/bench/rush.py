@@ -69,6 +69,7 @@ from typing import Any, TextIO
 from benchmarks_app.bench._rush_memory import MemorySampler, memory_summary
 from benchmarks_app.bench._rush_report import (
     LoadResult,
+    by_minute,
     print_goal,
     print_hostile_effect,
     print_load,
@@ -140,6 +141,7 @@ def load(site: Site, fixture: dict[str, Any], index: int, users: int, hostile: b
         crowd=crowd,
         memory_samples=samples,
         memory=memory_summary(samples, options.flat_mib),
+        by_minute=by_minute(report, GOALS),
     )
     run_ids = report["runs"]
     (site.dir / "runs.json").write_text(json.dumps(run_ids))

@@ -19,6 +19,7 @@ from benchmarks_app.bench._rush_goals import GOALS
 from benchmarks_app.bench._rush_memory import memory_summary, slope_per_min
 from benchmarks_app.bench._rush_report import (
     LoadResult,
+    by_minute,
     hostile_effect,
     percentile,
     print_goal,
@@ -303,3 +304,18 @@ def test_make_bench_runs_the_rush_only_when_named() -> None:
     everything = selected([])
     assert "rush" not in everything and {"hostile", "scale", "startup"} <= set(everything)
     assert selected(["rush"]) == ["rush"]
+
+
+def test_the_requests_with_a_goal_are_profiled_by_minute_of_the_load() -> None:
+    board = next(kind for kind, goal in GOALS.items() if goal is not None)
+    report = {
+        # Slow answers in the first minute, fast ones after; a kind without a goal is left out.
+        "times_ms": {board: [900.0, 800.0, 20.0, 30.0, 40.0], "login": [5000.0]},
+        "ends_s": {board: [1000.0, 1059.0, 1060.0, 1130.0, 1170.0], "login": [1001.0]},
+    }
+    assert by_minute(report, GOALS) == [
+        (1, 2, 800.0, 900.0),
+        (2, 1, 20.0, 20.0),
+        (3, 2, 30.0, 40.0),
+    ]
+    assert by_minute({"times_ms": {}, "ends_s": {}}, GOALS) == []
