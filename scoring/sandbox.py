@@ -45,17 +45,17 @@ class Limits:
     how long it may sleep using no CPU; ``memory_mb`` is the address space it may add to
     what it had mapped when forked; ``nice`` is added to the child's scheduling niceness.
 
-    The child runs at a lower CPU priority than its caller (``nice`` 10 by default): when the
+    With ``nice`` above 0 the child runs at a lower CPU priority than its caller: when the
     machine is busy, the web worker's other threads, serving everybody's pages, get the CPU
-    first and the untrusted file the rest, so one participant's files cannot slow the site
-    for the others (issue 35). Its CPU budget is unchanged; only its wall time stretches,
-    which is why the wall time is a backstop well above it."""
+    first and the untrusted file the rest (issue 35). Its CPU budget is unchanged; only its
+    wall time stretches, so ``wall_seconds`` must grow with it: on a saturated machine a
+    child at niceness 10 gets about a hundredth of a CPU."""
 
     cpu_seconds: float = 10.0
     wall_seconds: float = 120.0
     memory_mb: int = 512
     stall_seconds: float = 5.0
-    nice: int = 10
+    nice: int = 0
 
 
 class LimitExceeded(Exception):

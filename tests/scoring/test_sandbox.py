@@ -90,3 +90,4 @@ def test_the_child_reads_at_a_lower_cpu_priority_than_its_caller() -> None:
     assert run_limited(_own_niceness, limits=Limits(cpu_seconds=5, nice=10)) == min(19, mine + 10)
     assert run_limited(_own_niceness, limits=Limits(cpu_seconds=5, nice=0)) == mine
     assert _own_niceness() == mine  # the caller's own priority is untouched
+    assert Limits().nice == 0  # by default at the caller's priority (PDF_PARSE_NICE)
