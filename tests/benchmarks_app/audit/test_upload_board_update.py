@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks_app.models import Scanner
+from benchmarks_app.models.audit import DatasetRelease
 from benchmarks_app.models.audit_board import AuditBoardRow
 from benchmarks_app.services.audit import boards
 from benchmarks_app.services.audit.boards import (
@@ -29,7 +30,7 @@ from tests.benchmarks_app.audit.test_board_incremental import (
 pytestmark = pytest.mark.django_db
 
 
-def _board_with_scanners(names: list[str]) -> tuple[object, dict[str, Scanner]]:
+def _board_with_scanners(names: list[str]) -> tuple[DatasetRelease, dict[str, Scanner]]:
     release = make_release(2)
     scanners = {name: Scanner.objects.create(name=name) for name in names}
     for i, scanner in enumerate(scanners.values()):
@@ -38,7 +39,7 @@ def _board_with_scanners(names: list[str]) -> tuple[object, dict[str, Scanner]]:
     return release, scanners
 
 
-def _write_times(release: object) -> dict[int, object]:
+def _write_times(release: DatasetRelease) -> dict[int, object]:
     return dict(
         AuditBoardRow.objects.filter(release=release, judge="offline", phase=None).values_list(
             "scanner_id", "computed_at"

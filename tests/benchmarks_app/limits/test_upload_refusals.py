@@ -154,7 +154,12 @@ def test_a_spent_account_s_file_is_read_raw_and_thrown_away_not_parsed(
         assert _post_responses(api, "m", b"{not json\n").status_code == 400
     parsed: list[int] = []
     real = upload_reads.upload_received_size
-    monkeypatch.setattr(upload_reads, "upload_received_size", lambda r: parsed.append(1) or real(r))
+
+    def counted(request: Any) -> int:
+        parsed.append(1)
+        return real(request)
+
+    monkeypatch.setattr(upload_reads, "upload_received_size", counted)
     big = b"x" * (3 * 1024 * 1024)
     spent = _post_responses(api, "m", big, name="bomb.jsonl")
     assert spent.status_code == 429
