@@ -289,20 +289,57 @@ def agreement_of(found: Iterable[Judgement]) -> list[JudgeAgreement]:
     ]
 
 
-def _cached(key: str, compute: Any) -> Any:
-    # Figures change only when a run's results or a curated verdict are added: the newest ids
-    # of both are part of the key, so a cached figure is never stale.
-    stamp = (
-        CuratedVerdict.objects.aggregate(m=Max("id"))["m"],
-        AuditTruthResult.objects.aggregate(m=Max("id"))["m"],
-        ProbeCaseResult.objects.aggregate(m=Max("id"))["m"],
-    )
+# How long one process may take to compute a board's agreement before another takes over.
+COMPUTING_LEASE_S = 60
+
+
+def _cached(key: str, compute: Any, *, board: str | None = None) -> Any:
+    """The figure of ``key``, computed once per state of what it reads.
+
+    Figures change only when a run's results or a curated verdict are added. A judge's or
+    every judge's figure keys on the newest ids of both. A board's figure (``board``: the
+    board's identity; ``key`` then holds its rows' stamp) keys on its rows' stamp and the
+    newest curated verdict only: a board's runs have ended, so their results change only
+    with its rows, and results added to runs elsewhere do not touch it.
+
+    A board's figure is computed by one request at a time across the site (a lease in the
+    shared cache): while it is computed, the other views of the board show its previous
+    figure. In a deadline rush a board changes with every run that ends, and every view of
+    it computed the figure again at once (issue 35: a third of the web workers' busy time
+    was this bootstrap, on pages held to 200 ms).
+    """
+    curated = CuratedVerdict.objects.aggregate(m=Max("id"))["m"]
+    if board is None:
+        stamp: tuple[Any, ...] = (
+            curated,
+            AuditTruthResult.objects.aggregate(m=Max("id"))["m"],
+            ProbeCaseResult.objects.aggregate(m=Max("id"))["m"],
+        )
+    else:
+        stamp = (curated,)
     limits = (settings.JUDGE_AGREEMENT_MIN_CURATED, settings.JUDGE_AGREEMENT_MIN_KAPPA)
     full = "judge-agreement:" + hashlib.sha256(f"{key}|{stamp}|{limits}".encode()).hexdigest()
     value = cache.get(full)
-    if value is None:
+    if value is not None:
+        return value
+    if board is None:
         value = compute()
         cache.set(full, value, 3600)
+        return value
+    family = hashlib.sha256(f"{board}|{limits}".encode()).hexdigest()
+    latest_key, lease_key = f"judge-agreement-latest:{family}", f"judge-agreement-lease:{family}"
+    leased = cache.add(lease_key, 1, COMPUTING_LEASE_S)
+    if not leased:
+        previous = cache.get(latest_key)
+        if previous is not None:
+            return previous
+        # The board's first figure: nothing to show meanwhile, so compute it here as well.
+    try:
+        value = compute()
+        cache.set_many({full: value, latest_key: value}, 3600)
+    finally:
+        if leased:
+            cache.delete(lease_key)
     return value
 
 
@@ -379,8 +416,8 @@ def audit_board_agreement(
         found = _board_agreement(EvaluationRun.objects.filter(pk__in=run_ids), judge)
         return found or _empty(judge, Benchmark.AUDIT)
 
-    key = f"audit-board:{release_id}:{judge}:{phase_id}:{_board_stamp(board, rows)}"
-    return dict(_cached(key, compute))
+    identity = f"audit-board:{release_id}:{judge}:{phase_id}"
+    return dict(_cached(f"{identity}:{_board_stamp(board, rows)}", compute, board=identity))
 
 
 def probe_board_agreement(
@@ -399,8 +436,8 @@ def probe_board_agreement(
         found = _board_agreement(runs, judge)
         return found or _empty(judge, Benchmark.PROBES)
 
-    key = f"probe-board:{suite_id}:{suite_version}:{phase_id}:{_board_stamp(board, rows)}"
-    return dict(_cached(key, compute))
+    identity = f"probe-board:{suite_id}:{suite_version}:{phase_id}"
+    return dict(_cached(f"{identity}:{_board_stamp(board, rows)}", compute, board=identity))
 
 
 def _empty(judge: str, benchmark: str) -> dict[str, Any]:
