@@ -26,6 +26,7 @@ from scoring.audit.judges.offline import (
 )
 from scoring.audit.judges.prompts import (
     PROMPT_V1,
+    PROMPT_V2,
     PROMPT_VERSION,
     SYSTEM_PROMPT,
     AuditPrompt,
@@ -37,6 +38,7 @@ from scoring.audit.judges.replay import ReplayAuditJudge
 
 __all__ = [
     "PROMPT_V1",
+    "PROMPT_V2",
     "PROMPT_VERSION",
     "SYSTEM_PROMPT",
     "AuditPrompt",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scoring.audit.judges.prompts import PROMPT_VERSION, prompt_for
+from scoring.audit.judges.prompts import PROMPT_VERSION, prompt_for, shown_span
 from scoring.audit.matching import invalid_reason
 from scoring.audit.types import AuditVerdict, ScanItem, TruthItem, batch_verdict_schema
 from scoring.judges.consensus import VoteFailed
@@ -43,6 +43,11 @@ class OpenAIAuditJudge:
     does not fit fails the vote with the setting to change. Calls go through the process's
     :class:`~scoring.judges.limits.CallGate` for the endpoint (``concurrency``, ``rpm``,
     ``tpm``).
+
+    With prompt version 3, a repo's scan findings given to :meth:`register` are listed around
+    each batch (:func:`~scoring.audit.judges.prompts.shown_span`), so that the prompts of a
+    repo keep their prefix when matches take findings out of the pool; a batch whose prompt
+    with its span does not fit the context is asked again with the batch alone first.
     """
 
     name = "openai"
@@ -71,13 +76,48 @@ class OpenAIAuditJudge:
         # judges shares its width and rate limit.
         self.limiter = gate_for(config.base_url, config.model, width=concurrency, rpm=rpm, tpm=tpm)
         self.splits = 0
+        # Truth key -> its repo's scan findings in the scanner's order, and index -> place.
+        self._listings: dict[Any, tuple[list[ScanItem], dict[int, int]]] = {}
+
+    def register(
+        self, repo: str, truths: Sequence[TruthItem], scans: Sequence[ScanItem] = ()
+    ) -> None:
+        """The scan findings of ``repo``, in the scanner's order, for its truth findings'
+        prompts (see :func:`~scoring.audit.judges.prompts.shown_span`)."""
+        listing = list(scans)
+        position = {s.index: place for place, s in enumerate(listing)}
+        for truth in truths:
+            self._listings[truth.key] = (listing, position)
+
+    def shown(self, truth: TruthItem, batch: Sequence[ScanItem]) -> list[ScanItem]:
+        """The findings the prompt for ``batch`` lists: its span of the repo's findings
+        (a registered repo, prompt version 3), else the batch alone."""
+        listing = self._listings.get(truth.key)
+        if listing is None or self.prompt.version != PROMPT_VERSION:
+            return list(batch)
+        return shown_span(listing[0], listing[1], batch)
 
     async def judge(
         self, truth: TruthItem, batch: Sequence[ScanItem], *, vote_number: int
     ) -> AuditVerdict:
+        return await self._judge(truth, batch, vote_number, self.shown(truth, batch))
+
+    async def _judge(
+        self,
+        truth: TruthItem,
+        batch: Sequence[ScanItem],
+        vote_number: int,
+        shown: Sequence[ScanItem],
+    ) -> AuditVerdict:
         try:
-            return await self._ask(truth, batch, vote_number)
-        except ContextOverflow as overflow:
+            return await self._ask(truth, batch, vote_number, shown)
+        except ContextOverflow:
+            if len(shown) > len(batch):
+                # The findings listed around the batch made it too long: the batch alone.
+                try:
+                    return await self._ask(truth, batch, vote_number, list(batch))
+                except ContextOverflow as again:
+                    overflow = again
             if len(batch) <= 1:
                 # The advice (which setting to change) is added where causes are summarized.
                 raise VoteFailed(
@@ -85,12 +125,17 @@ class OpenAIAuditJudge:
                 ) from overflow
         self.splits += 1
         middle = len(batch) // 2
-        first = await self.judge(truth, batch[:middle], vote_number=vote_number)
-        second = await self.judge(truth, batch[middle:], vote_number=vote_number)
+        # The halves alone: a span around them would make them longer again.
+        first = await self._judge(truth, batch[:middle], vote_number, batch[:middle])
+        second = await self._judge(truth, batch[middle:], vote_number, batch[middle:])
         return best_of([first, second])
 
     async def _ask(
-        self, truth: TruthItem, batch: Sequence[ScanItem], vote_number: int
+        self,
+        truth: TruthItem,
+        batch: Sequence[ScanItem],
+        vote_number: int,
+        shown: Sequence[ScanItem],
     ) -> AuditVerdict:
         return await structured_call(
             self.client,
@@ -98,7 +143,7 @@ class OpenAIAuditJudge:
             judge_name=self.name,
             prompt_version=self.prompt.version,
             system=self.prompt.system,
-            user=self.prompt.build(truth, batch),
+            user=self.prompt.build(truth, batch, shown),
             schema=self._schema(batch),
             vote_number=vote_number,
             cache=self.cache,

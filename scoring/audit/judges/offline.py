@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scoring.audit.judges.prompts import PROMPT_VERSION, build_user_prompt, clean_truth_text
+from scoring.audit.judges.prompts import PROMPT_V2, build_user_prompt_v2, clean_truth_text
 from scoring.audit.matching import invalid_reason
 from scoring.audit.types import MATCH, NONE, PARTIAL, AuditVerdict, ScanItem, TruthItem, neither
 from scoring.judges.llm import JudgeCache, Recorder, local_call
@@ -341,8 +341,8 @@ class OfflineAuditJudge:
         return await local_call(
             judge_name=self.name,
             model=self.model,
-            prompt_version=PROMPT_VERSION,
-            prompt_text=f"corpus {corpus}\n{build_user_prompt(truth, batch)}",
+            prompt_version=PROMPT_V2,
+            prompt_text=f"corpus {corpus}\n{build_user_prompt_v2(truth, batch)}",
             vote_number=vote_number,
             compute=lambda: self.decide(truth, batch),
             schema=AuditVerdict,

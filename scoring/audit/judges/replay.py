@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from scoring.audit.judges.prompts import PROMPT_VERSION, build_user_prompt
+from scoring.audit.judges.prompts import PROMPT_V2, build_user_prompt_v2
 from scoring.audit.matching import invalid_reason
 from scoring.audit.types import AuditVerdict, ScanItem, TruthItem, neither
 from scoring.judges import failures
@@ -99,8 +99,8 @@ class ReplayAuditJudge:
         return await local_call(
             judge_name=self.name,
             model=self.model,
-            prompt_version=PROMPT_VERSION,
-            prompt_text=f"{position}\n{build_user_prompt(truth, batch)}",
+            prompt_version=PROMPT_V2,
+            prompt_text=f"{position}\n{build_user_prompt_v2(truth, batch)}",
             vote_number=vote_number,
             compute=lambda: self.decide(truth, batch),
             schema=AuditVerdict,

@@ -8,10 +8,13 @@ import pytest
 
 from scoring.audit.judges.prompts import (
     PROMPT_V1,
+    PROMPT_V2,
     PROMPT_VERSION,
     SYSTEM_PROMPT,
     SYSTEM_PROMPT_V1,
+    SYSTEM_PROMPT_V2,
     build_user_prompt_v1,
+    build_user_prompt_v2,
     prompt_for,
 )
 from scoring.audit.judges.prompts import build_user_prompt as audit_prompt
@@ -109,7 +112,7 @@ def test_audit_prompt_v2_shares_the_batch_as_a_prefix() -> None:
     batch = _scans(3)
     first = TruthItem(key=1, finding_id="H-1", title="Reentrancy", description="Drains funds.")
     second = TruthItem(key=2, finding_id="M-1", title="Rounding", description="Loses dust.")
-    one, two = audit_prompt(first, batch), audit_prompt(second, batch)
+    one, two = build_user_prompt_v2(first, batch), build_user_prompt_v2(second, batch)
     shared = _shared_prefix([one, two])
     assert "</junior_findings>" in shared and "Valid indices: 0, 1, 2" in shared
     # The verified finding comes after the whole batch, and it is what varies.
@@ -123,9 +126,14 @@ def test_audit_prompt_v2_shares_the_batch_as_a_prefix() -> None:
 
 
 def test_audit_prompt_versions_are_kept_apart() -> None:
-    assert PROMPT_VERSION != PROMPT_V1
+    assert len({PROMPT_V1, PROMPT_V2, PROMPT_VERSION}) == 3
     assert prompt_for().version == PROMPT_VERSION and prompt_for().system == SYSTEM_PROMPT
     assert "then one VERIFIED finding" in SYSTEM_PROMPT
+    assert prompt_for(PROMPT_V2).system == SYSTEM_PROMPT_V2
+    assert prompt_for(PROMPT_V2).build is build_user_prompt_v2
+    # Version 3 says that only the valid indices may be chosen (the list shows taken ones).
+    assert "never choose one of them" in SYSTEM_PROMPT
+    assert "never choose" not in SYSTEM_PROMPT_V2
     with pytest.raises(ValueError, match="audit prompt version: 'audit-match-v9'"):
         prompt_for("audit-match-v9")
 
