@@ -54,16 +54,19 @@ MIN_PARSED = float(os.environ.get("REAL_LLM_MIN_PARSED", "0.35"))
 MIN_ANSWERS_FOR_SHARES = int(os.environ.get("REAL_LLM_MIN_ANSWERS_FOR_SHARES", "10"))
 # The share of an audit's prompt tokens that the server must serve from its prompt cache (the
 # ledger's tokens_cached, from llama.cpp's timings.cache_n or usage.prompt_tokens_details):
-# the prompt is laid out so that every truth finding asked about a batch shares its prefix.
-# Issue 38 asks 70%; on the two smallest bundled repos the layout gives 20-27% (idle machine,
-# SmolLM2 answering 20/20): 9 of their 20 truth findings match, each match takes a finding out
-# of the next truth's batch and changes its text after the system prompt and the batch's head.
-# The floor asserts that the server's cache serves that shared head on every run (a prompt
+# the prompt is laid out so that every truth finding of a repo shares its prefix (version 3:
+# the scanner's list as it is, taken findings included, the findings to judge after it).
+# Issue 38 asks 70%; on the two smallest bundled repos, at one vote per question, the layout
+# gives 48% (idle machine, 11 calls, 20/20 judged): each repo's first call is cold, and the
+# verified finding, which no two calls share, is about a third of each prompt (its
+# description runs to 2,700 characters on average against 5,700 for fenix's whole list).
+# Version 2 gave 20-27%: each match changed the batch's text after the finding it took.
+# The floor asserts that the server's cache serves the shared list on every run (a prompt
 # with the truth first, or a server without prompt caching, gets the system prompt at most).
-MIN_CACHED_SHARE = float(os.environ.get("REAL_LLM_MIN_CACHED_SHARE", "0.15"))
+MIN_CACHED_SHARE = float(os.environ.get("REAL_LLM_MIN_CACHED_SHARE", "0.3"))
 # Calls an audit run must have sent for its cached share to be asserted: fewer are mostly the
 # first, cold call of each batch.
-MIN_CALLS_FOR_SHARE = int(os.environ.get("REAL_LLM_MIN_CALLS_FOR_SHARE", "12"))
+MIN_CALLS_FOR_SHARE = int(os.environ.get("REAL_LLM_MIN_CALLS_FOR_SHARE", "8"))
 # Why a run against a small model may fail: its answers, never the platform's requests, the
 # server's replies or the protocol (server, rejected, context, transient, slow, other).
 ALLOWED_CAUSES = frozenset(

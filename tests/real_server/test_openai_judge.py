@@ -98,8 +98,9 @@ def test_audit_two_smallest_repos(real_llm_settings: Any, real_llm_model: str, c
     texts = [f"{r.explanation}\n{r.notes}\n{json.dumps(r.votes)}" for r in results]
     assert_no_problems(run, texts, _log_text(caplog))
     assert run.progress_total == sum(truths[r.pk] for r in repos)
-    # The prompt puts the batch first and the truth finding last, and each truth follows the
-    # one before it a batch behind: most of every prompt is a prefix the server has in a slot.
+    # The prompt lists the repo's scan findings first, as they are whatever matching took, and
+    # the truth finding last (version 3): most of every prompt is a prefix the server has in a
+    # slot.
     sent = JudgeCall.objects.filter(run=run).exclude(status__in=["cached", "pending", "lost"])
     totals = sent.aggregate(prompt=Sum("tokens_in"), cached=Sum("tokens_cached"))
     prompt_tokens, cached_tokens = int(totals["prompt"] or 0), int(totals["cached"] or 0)
