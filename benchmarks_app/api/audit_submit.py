@@ -27,7 +27,6 @@ from rest_framework.exceptions import (
     NotAuthenticated,
     NotFound,
     PermissionDenied,
-    Throttled,
     ValidationError,
 )
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -36,6 +35,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchmarks_app.api.exceptions import QuotaThrottled
 from benchmarks_app.api.parsers import JSONParser
 from benchmarks_app.models import Benchmark, EvaluationRun, Scanner
 from benchmarks_app.models.audit import AuditDataset
@@ -67,7 +67,7 @@ def _submitted(call: Callable[[], T]) -> T:
         raise PermissionDenied({field: message} if message else str(exc)) from None
     except AuditQuotaExceeded as exc:
         wait = (exc.quota.resets_at - timezone.now()).total_seconds()
-        throttled = Throttled(wait=max(wait, 1))  # 429 with Retry-After
+        throttled = QuotaThrottled(wait=max(wait, 1))  # 429 with Retry-After
         field, _, message = str(exc).partition(": ")
         throttled.detail = {field: [ErrorDetail(message or str(exc), code="throttled")]}
         raise throttled from None

@@ -28,6 +28,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from benchmarks_app.refused_senders import sender_refusal_mark
 from benchmarks_app.services.reader_slots import PaperReadRefused
 from benchmarks_app.upload_reads import request_body_drain
 
@@ -93,6 +94,12 @@ def _raised_by_json(exc: BaseException) -> bool:
     return any(m == "rest_framework.parsers" or m.startswith("json") for m in modules)
 
 
+class QuotaThrottled(exceptions.Throttled):
+    """429 for a submission quota (per benchmark and day): a Throttled with Retry-After, but
+    not a rate, so the sender's next requests are not refused early (a quota depends on what
+    is submitted to, and a maintainer may raise it)."""
+
+
 class PaperReadRefusedError(exceptions.APIException):
     """A paper not read for load (all reader slots taken: 503; the user's previews: 429);
     DRF sends ``wait`` as Retry-After."""
@@ -141,5 +148,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     wait = getattr(exc, "wait", None)
     if isinstance(exc, (exceptions.Throttled, PaperReadRefusedError)) and wait is not None:
         body["retry_after_s"] = int(wait)
+        if (
+            response.status_code == 429
+            and not isinstance(exc, QuotaThrottled)
+            and "request" in context
+        ):
+            # A rate refuses every request of its sender until the wait is over: the next
+            # ones are answered before the view (benchmarks_app.refused_senders).
+            sender_refusal_mark(context["request"], wait_s=float(wait))
     response.data = body
     return response
