@@ -365,6 +365,11 @@ CHECKLIST_PAPER_CHECKS_PER_HOUR = envparse.env_int(
 # (400/413: not CSV or JSON, over a limit), per user and hour; past it the user's next
 # submission is answered 429 with Retry-After before it is parsed.
 UPLOAD_REFUSALS_PER_HOUR = envparse.env_int(ENV, "UPLOAD_REFUSALS_PER_HOUR", 20, minimum=1)
+# A token refused for its rate that keeps sending (not waiting for Retry-After) gets its next
+# answers this many seconds late, one such request per web process at a time (the others at
+# once): a client in a loop then sends about one request a second, not a hundred, while a
+# sleeping thread costs no CPU (benchmarks_app.refused_senders). 0: answer at once.
+REFUSED_SENDER_DELAY_S = max(0.0, envparse.env_float(ENV, "REFUSED_SENDER_DELAY_S", 1.0))
 PDF_PARSE_MEMORY_MB = envparse.env_int(ENV, "PDF_PARSE_MEMORY_MB", 512, minimum=64)
 # Added to the reader's niceness (0-19): on a busy machine the pages of everybody else get the
 # CPU before a participant's paper (scoring.sandbox.Limits). 0 by default: at 10, the rush on a

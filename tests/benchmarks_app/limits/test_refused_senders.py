@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from benchmarks_app import refused_senders
 from benchmarks_app.models import EvaluationRun
 from tests.factories.audit import RepoFactory, TruthFindingFactory
 from tests.factories.common import UserFactory, token_for
@@ -28,6 +29,7 @@ def token_client(settings: Any) -> APIClient:
     rest = dict(settings.REST_FRAMEWORK)
     rest["DEFAULT_THROTTLE_RATES"] = {"anon": "100/min", "user": "3/min"}
     settings.REST_FRAMEWORK = rest
+    settings.REFUSED_SENDER_DELAY_S = 0.0  # answered at once (the late answer is tested below)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(UserFactory())}")
     return client
@@ -92,3 +94,28 @@ def test_a_quota_refusal_is_not_answered_early(settings: Any) -> None:
     assert again.status_code == 429 and len(queries) > 0
     settings.AUDIT_DAILY_SUBMISSIONS = 5
     assert client.post(url, _findings(4), format="json").status_code == 202
+
+
+def test_a_sender_that_keeps_sending_is_answered_late_one_thread_at_a_time(
+    token_client: APIClient, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.REFUSED_SENDER_DELAY_S = 0.7
+    slept: list[float] = []
+    monkeypatch.setattr(refused_senders.time, "sleep", slept.append)
+    url = _audit_url()
+    for n in range(4):
+        token_client.post(url, _findings(n), format="json")
+    assert slept == []  # the view's own refusal is answered at once
+    assert token_client.post(url, _findings(5), format="json").status_code == 429
+    assert slept == [0.7]
+    # While this process's one late answer is being held, the next refusal goes at once:
+    # a sender with many connections holds one thread per process at most.
+    assert refused_senders._LATE_ANSWER.acquire(blocking=False)
+    try:
+        assert token_client.post(url, _findings(6), format="json").status_code == 429
+    finally:
+        refused_senders._LATE_ANSWER.release()
+    assert slept == [0.7]
+    settings.REFUSED_SENDER_DELAY_S = 0.0
+    assert token_client.post(url, _findings(7), format="json").status_code == 429
+    assert slept == [0.7]
