@@ -59,6 +59,9 @@ RANKS = {
     ),
     # A decorator of the upload views (web and API) that holds a reader slot (a service).
     "upload_reads": 7,
+    # The middleware that answers a rate-refused token early; it drains bodies as the upload
+    # views do, and the API's error handler marks the refusals it answers.
+    "refused_senders": 7,
 }
 
 # Known edges still to fix, each with why it is left: keep this tiny. An entry that no longer

@@ -91,9 +91,19 @@ class OpenAIAuditJudge:
 
     def shown(self, truth: TruthItem, batch: Sequence[ScanItem]) -> list[ScanItem]:
         """The findings the prompt for ``batch`` lists: its span of the repo's findings
-        (a registered repo, prompt version 3), else the batch alone."""
+        (a registered repo, prompt version 3, a server that enforces the answer's schema),
+        else the batch alone.
+
+        Only where the server enforces the schema, whose index is one of the batch's: there a
+        model cannot name a finding it was shown but may not choose (matched already). A
+        server that takes only ``json_object`` leaves that to the model, and a small one then
+        names a taken finding it sees, an invalid answer twice over."""
         listing = self._listings.get(truth.key)
-        if listing is None or self.prompt.version != PROMPT_VERSION:
+        if (
+            listing is None
+            or self.prompt.version != PROMPT_VERSION
+            or self.config.response_format != JSON_SCHEMA
+        ):
             return list(batch)
         return shown_span(listing[0], listing[1], batch)
 
@@ -111,18 +121,19 @@ class OpenAIAuditJudge:
     ) -> AuditVerdict:
         try:
             return await self._ask(truth, batch, vote_number, shown)
-        except ContextOverflow:
-            if len(shown) > len(batch):
-                # The findings listed around the batch made it too long: the batch alone.
-                try:
-                    return await self._ask(truth, batch, vote_number, list(batch))
-                except ContextOverflow as again:
-                    overflow = again
-            if len(batch) <= 1:
-                # The advice (which setting to change) is added where causes are summarized.
-                raise VoteFailed(
-                    f"{overflow.reason}; even one scan finding does not fit the server's context"
-                ) from overflow
+        except ContextOverflow as first_overflow:
+            overflow = first_overflow
+        if len(shown) > len(batch):
+            # The findings listed around the batch made it too long: the batch alone.
+            try:
+                return await self._ask(truth, batch, vote_number, list(batch))
+            except ContextOverflow as alone_overflow:
+                overflow = alone_overflow
+        if len(batch) <= 1:
+            # The advice (which setting to change) is added where causes are summarized.
+            raise VoteFailed(
+                f"{overflow.reason}; even one scan finding does not fit the server's context"
+            ) from overflow
         self.splits += 1
         middle = len(batch) // 2
         # The halves alone: a span around them would make them longer again.

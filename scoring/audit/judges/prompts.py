@@ -26,8 +26,9 @@ so that caches and ledgers recorded with them still reproduce (:func:`prompt_for
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from scoring.audit.types import ScanItem, TruthItem
 from scoring.judges.prompting import neutralize_tags
@@ -251,6 +252,14 @@ def shown_span(
     return shown
 
 
+class PromptBuilder(Protocol):
+    """A user prompt builder: the truth finding, the batch to judge, the findings to list."""
+
+    def __call__(
+        self, truth: TruthItem, batch: Sequence[ScanItem], shown: Sequence[ScanItem] | None = None
+    ) -> str: ...
+
+
 @dataclass(frozen=True)
 class AuditPrompt:
     """One version of the audit prompt: its system prompt and its user prompt builder
@@ -258,7 +267,7 @@ class AuditPrompt:
 
     version: str
     system: str
-    build: Callable[[TruthItem, Sequence[ScanItem], Sequence[ScanItem] | None], str]
+    build: PromptBuilder
 
 
 PROMPTS = {

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.scoring.judges.fake_openai import completion
+from tests.scoring.judges.fake_openai import audit_choices, completion
 
 
 def fake_verdict(body: dict[str, Any]) -> dict[str, Any]:
@@ -18,8 +18,7 @@ def fake_verdict(body: dict[str, Any]) -> dict[str, Any]:
     # The verified finding's own block, wherever the prompt version puts it.
     verified = re.search(r"<verified_finding>\s*Title: (.*)", user)
     truth_title = verified.group(1)  # type: ignore[union-attr]
-    found = re.findall(r"\[(\d+)\] Title: (.*)", user)
-    for index, title in found:
+    for index, title in audit_choices(user):
         if truth_title.split()[0].lower() in title.lower():
             verdict = {"is_match": True, "is_partial_match": False, "index": int(index)}
             break

@@ -18,7 +18,7 @@ from benchmarks_app.services.runs import run_resume, run_wait
 from scoring import bundles
 from tests.benchmarks_app.audit.conftest import publish_dataset
 from tests.factories.audit import repo_with_scan
-from tests.scoring.judges.fake_openai import FakeOpenAI, completion, error_body
+from tests.scoring.judges.fake_openai import FakeOpenAI, audit_choices, completion, error_body
 
 pytestmark = pytest.mark.django_db
 
@@ -33,11 +33,7 @@ def _echoing_judge(body: dict[str, Any]) -> Any:
     user = body["messages"][1]["content"]
     truth = re.search(r"<verified_finding>\s*Title: (.*)", user).group(1)  # type: ignore[union-attr]
     index = next(
-        (
-            int(i)
-            for i, title in re.findall(r"\[(\d+)\] Title: (.*)", user)
-            if truth.split()[0].lower() in title.lower()
-        ),
+        (i for i, title in audit_choices(user) if truth.split()[0].lower() in title.lower()),
         -1,
     )
     answer = {

@@ -30,7 +30,7 @@ from benchmarks_app.services.audit import audit_run_create
 from benchmarks_app.services.runs import run_pieces_prepare, run_process_here
 from tests.benchmarks_app.audit.conftest import publish_dataset
 from tests.factories.audit import repo_with_scan
-from tests.scoring.judges.fake_openai import FakeOpenAI, completion
+from tests.scoring.judges.fake_openai import FakeOpenAI, audit_choices, completion
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +60,7 @@ def judge(body: dict[str, Any]) -> Any:
     user = body["messages"][1]["content"]
     truth = re.search(r"<verified_finding>\s*Title: (.*)", user).group(1)  # type: ignore[union-attr]
     keyword = truth.split()[0].lower()
-    batch = [(int(i), t.lower()) for i, t in re.findall(r"\[(\d+)\] Title: (.*)", user)]
+    batch = [(i, t.lower()) for i, t in audit_choices(user)]
     vote = int(body.get("seed") or 0)
     # A few milliseconds that depend on the question: answers come back out of order.
     time.sleep((zlib.crc32(user.encode()) % 7) / 1000)

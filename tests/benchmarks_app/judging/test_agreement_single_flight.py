@@ -3,13 +3,13 @@ curated verdicts change (issue 35: in the rush every view of a changing board co
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
-from benchmarks_app.models import AuditTruthResult
+from benchmarks_app.models import AuditTruthResult, EvaluationRun
 from benchmarks_app.selectors import judge_agreement
 from benchmarks_app.selectors.verdict_review_queue import review_queue
 from tests.benchmarks_app.judging.split_votes import SPLIT_TRUTH, split_vote_run
@@ -67,7 +67,7 @@ def test_the_figure_is_kept_until_the_board_or_the_curated_verdicts_change(
     # its runs have ended and its rows are unchanged.
     result = AuditTruthResult.objects.first()
     assert result is not None
-    result.pk, result.run = None, RunFactory(status="running")
+    result.pk, result.run = None, cast(EvaluationRun, RunFactory(status="running"))
     result._state.adding = True
     result.save()
     assert AuditTruthResult.objects.count() > 1

@@ -236,3 +236,19 @@ def test_a_span_too_long_for_the_context_is_asked_again_with_the_batch_alone() -
         asked = [LISTED.findall(r["messages"][1]["content"]) for r in server.requests]
     assert verdict.index_of_finding_from_junior_auditor == -1
     assert [len(a) for a in asked] == [8, 5] and judge.splits == 0
+
+
+def test_without_an_enforced_schema_the_batch_is_shown_alone() -> None:
+    """A server that takes only json_object leaves the choice of index to the model: it is
+    not shown findings it may not choose."""
+    scans = _scans(8)
+    truth = TruthItem(key="H-1", finding_id="H-1", title="Reentrancy", severity="High")
+    batch = scans[3:]  # findings 0-2 taken
+    shown = {}
+    for json_mode in (False, True):
+        config = LLMConfig(model="m", base_url="http://127.0.0.1:9/v1", json_mode=json_mode)
+        judge = OpenAIAuditJudge(config=config, concurrency=1)
+        judge.register("repo", [truth], scans)
+        shown[json_mode] = [s.index for s in judge.shown(truth, batch)]
+        asyncio.run(judge.aclose())
+    assert shown == {False: list(range(8)), True: [3, 4, 5, 6, 7]}

@@ -22,6 +22,7 @@ flight).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -91,6 +92,19 @@ def completion(
             "total_tokens": tokens_in + tokens_out,
         },
     }
+
+
+def audit_choices(user: str) -> list[tuple[int, str]]:
+    """(index, title) of the scan findings an audit prompt lets the judge choose: those it
+    lists, kept to its valid indices, as a server that enforces the answer's schema (whose
+    index is one of them) keeps a model to. A version 3 prompt also lists findings that are
+    matched already, which no answer may name."""
+    listed = [(int(i), title) for i, title in re.findall(r"\[(\d+)\] Title: (.*)", user)]
+    valid = re.search(r"Valid indices: ([0-9, ]*)", user)
+    if valid is None:
+        return listed
+    allowed = {int(i) for i in valid.group(1).split(",") if i.strip()}
+    return [(index, title) for index, title in listed if index in allowed]
 
 
 def error_body(message: str) -> dict[str, Any]:
