@@ -13,16 +13,15 @@ pending, none claiming an answer).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import OperationalError, connection, connections
+from django.db import OperationalError, connections
 from django.test import Client
 from django.urls import reverse
 
@@ -38,6 +37,7 @@ from benchmarks_app.models import (
 from benchmarks_app.models.judging import JudgeCallStatus
 from benchmarks_app.services.audit import audit_run_create
 from benchmarks_app.services.scheduling import run_pieces_prepare, run_process_here
+from tests.benchmarks_app.sqlite_reads import reads_take_no_table_locks
 from tests.factories.audit import repo_with_scan
 from tests.factories.common import UserFactory
 from tests.scoring.judges.fake_openai import FakeOpenAI, completion
@@ -71,7 +71,7 @@ class Hanging:
 
 
 def _until(check: Callable[[], bool], run: EvaluationRun, timeout_s: float = 30.0) -> None:
-    with _reads_take_no_table_locks():
+    with reads_take_no_table_locks():
         deadline = time.monotonic() + timeout_s
         while not _safely(check):
             if time.monotonic() > deadline:
@@ -80,25 +80,6 @@ def _until(check: Callable[[], bool], run: EvaluationRun, timeout_s: float = 30.
                 pieces = list(RunPiece.objects.filter(run=run).values_list("status", "error"))
                 raise AssertionError(f"the run never got there: {state} {calls} {pieces}")
             time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def _reads_take_no_table_locks() -> Iterator[None]:
-    """On SQLite's in-memory shared-cache test database, this thread's polling reads took
-    table read locks, and the worker thread writing that table beside them was answered
-    "database table is locked" at once (no busy wait in shared-cache mode): its piece was
-    re-queued as if the connection were lost and the run never got where the test waits
-    (seen in CI). Read-uncommitted reads take no table locks; PostgreSQL never says so."""
-    if connection.vendor != "sqlite":
-        yield
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA read_uncommitted = 1")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA read_uncommitted = 0")
 
 
 def _safely(check: Callable[[], bool]) -> bool:

@@ -32,6 +32,7 @@ from benchmarks_app.services import piece_running
 from benchmarks_app.services import runs as run_services
 from scoring.judges.llm import LLMConfig, make_client, structured_call
 from tests.benchmarks_app.judging.helpers import QUESTION
+from tests.benchmarks_app.sqlite_reads import reads_take_no_table_locks
 from tests.factories.common import RunFactory, UserFactory
 from tests.factories.probes import ProbeFactory, ProbeSuiteFactory
 
@@ -69,13 +70,15 @@ def _retrying(read: Callable[[], Any]) -> Any:
 
 
 def _poll(read: Callable[[], Any], until: Callable[[Any], bool], *, within_s: float) -> Any:
-    deadline = time.monotonic() + within_s
-    value = _retrying(read)
-    while not until(value):
-        assert time.monotonic() < deadline, f"not seen within {within_s} s; last: {value!r}"
-        time.sleep(0.1)
+    # The worker thread records the outage beside these reads (see reads_take_no_table_locks).
+    with reads_take_no_table_locks():
+        deadline = time.monotonic() + within_s
         value = _retrying(read)
-    return value
+        while not until(value):
+            assert time.monotonic() < deadline, f"not seen within {within_s} s; last: {value!r}"
+            time.sleep(0.1)
+            value = _retrying(read)
+        return value
 
 
 @pytest.fixture
