@@ -14,17 +14,18 @@ from typing import Any
 
 
 def _verdict(user: str) -> dict[str, Any]:
-    """Deterministic: a scan title holding the truth title's first word matches, its second
-    word is a partial, else nothing (the first such finding of the batch). Only the findings
-    of the prompt's valid indices are chosen from, as a server that enforces the answer's
-    schema keeps a model to them: a prompt may list findings matched already."""
-    truth = re.search(r"<verified_finding>\s*Title: (.*)", user) or re.search(r"Title: (.*)", user)
-    words = truth.group(1).lower().split() if truth else []
+    """Deterministic, and cheap for the scenarios, which test the queue, not the judging: the
+    words are those of the first finding the prompt lets it choose (its valid indices, as a
+    server that enforces the answer's schema keeps a model to them; a prompt may list findings
+    matched already), so that finding matches, the first of the batch. That is how this fake
+    has answered since the audit prompt put the batch first (it reads the first "Title:"), and
+    the scenarios' timings were set with it."""
     found = [(int(i), t.lower().split()) for i, t in re.findall(r"\[(\d+)\] Title: (.*)", user)]
     valid = re.search(r"Valid indices: ([0-9, ]*)", user)
     if valid is not None:
         allowed = {int(i) for i in valid.group(1).split(",") if i.strip()}
         found = [(i, t) for i, t in found if i in allowed]
+    words = found[0][1] if found else []
     match = next((i for i, t in found if words and words[0] in t), None)
     part = next((i for i, t in found if len(words) > 1 and words[1] in t), None)
     index = match if match is not None else part if part is not None else -1
