@@ -35,6 +35,16 @@ def computed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+@pytest.fixture
+def board(settings: Any) -> None:
+    """The split-vote run's audit board, its agreement shown from one curated verdict on, and
+    nothing cached yet."""
+    settings.JUDGE_REVIEW_SAMPLE_RATE = 0.0
+    settings.JUDGE_AGREEMENT_MIN_CURATED = 1
+    split_vote_run(settings)
+    cache.clear()
+
+
 def _figure(client: Any) -> tuple[int, float | None]:
     answer = client.get(reverse(AGREEMENT))
     assert answer.status_code == 200
@@ -55,12 +65,8 @@ def _settle_split_item(admin_client: Any) -> None:
 
 
 def test_the_figure_is_kept_until_the_board_or_the_curated_verdicts_change(
-    client: Any, admin_client: Any, settings: Any, computed: list[int]
+    client: Any, admin_client: Any, board: None, computed: list[int]
 ) -> None:
-    settings.JUDGE_REVIEW_SAMPLE_RATE = 0.0
-    settings.JUDGE_AGREEMENT_MIN_CURATED = 1
-    split_vote_run(settings)
-    cache.clear()
     assert _figure(client) == (0, None) and len(computed) == 1
     assert _figure(client) == (0, None) and len(computed) == 1
     # Results added to runs elsewhere (a run being judged) leave the board's figure alone:
@@ -80,15 +86,11 @@ def test_the_figure_is_kept_until_the_board_or_the_curated_verdicts_change(
 def test_while_one_view_computes_the_figure_the_others_show_the_previous_one(
     client: Any,
     admin_client: Any,
-    settings: Any,
+    board: None,
     computed: list[int],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The lease is in the shared cache, so this holds across web workers and machines."""
-    settings.JUDGE_REVIEW_SAMPLE_RATE = 0.0
-    settings.JUDGE_AGREEMENT_MIN_CURATED = 1
-    split_vote_run(settings)
-    cache.clear()
     assert _figure(client) == (0, None) and len(computed) == 1
     _settle_split_item(admin_client)
     # Another process holds the board's computing lease (it is computing the new figure).

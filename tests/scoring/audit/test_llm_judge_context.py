@@ -14,24 +14,14 @@ from scoring.audit.types import ScanItem, TruthItem, neither
 from scoring.judges import failures
 from scoring.judges.consensus import VoteFailed
 from scoring.judges.llm import LLMConfig
-from tests.scoring.judges.fake_openai import FakeOpenAI, completion
+from tests.scoring.judges.fake_openai import FakeOpenAI, completion, context_overflow
 
 TRUTH = TruthItem(key="H-1", finding_id="H-1", title="Reentrancy in withdraw", severity="High")
 BATCH = [ScanItem(index=i, title=f"finding {i}", description="x" * 50) for i in range(8)]
 
 
 def _too_big(n_findings: int) -> tuple[int, dict[str, Any]]:
-    prompt = 1000 * n_findings
-    return 400, {
-        "error": {
-            "code": 400,
-            "message": f"request ({prompt} tokens) exceeds the available context size (2500 "
-            "tokens), try increasing it",
-            "type": "exceed_context_size_error",
-            "n_prompt_tokens": prompt,
-            "n_ctx": 2500,
-        }
-    }
+    return context_overflow(1000 * n_findings, 2500)
 
 
 def _server(match_index: int | None, fits: int) -> FakeOpenAI:

@@ -21,7 +21,7 @@ from scoring.audit.matching import RepoMatch, match_repo
 from scoring.audit.schedule import match_repo_concurrent
 from scoring.audit.types import ScanItem, TruthItem
 from scoring.judges.llm import LLMConfig
-from tests.scoring.judges.fake_openai import FakeOpenAI, completion
+from tests.scoring.judges.fake_openai import FakeOpenAI, completion, context_overflow
 
 VALID = re.compile(r"Valid indices: ([0-9, ]*)")
 LISTED = re.compile(r'<finding index="(\d+)">')
@@ -202,17 +202,7 @@ def test_a_span_too_long_for_the_context_is_asked_again_with_the_batch_alone() -
     def handler(body: dict[str, Any]) -> Any:
         listed = LISTED.findall(body["messages"][1]["content"])
         if len(listed) > 5:
-            prompt = 1000 * len(listed)
-            return 400, {
-                "error": {
-                    "code": 400,
-                    "message": f"request ({prompt} tokens) exceeds the available context size "
-                    "(5500 tokens), try increasing it",
-                    "type": "exceed_context_size_error",
-                    "n_prompt_tokens": prompt,
-                    "n_ctx": 5500,
-                }
-            }
+            return context_overflow(1000 * len(listed), 5500)
         verdict = {
             "is_match": False, "is_partial_match": False, "explanation": "nothing",
             "severity_from_junior_auditor": "N/A", "severity_from_truth": "High",

@@ -107,6 +107,20 @@ def audit_choices(user: str) -> list[tuple[int, str]]:
     return [(index, title) for index, title in listed if index in allowed]
 
 
+def context_overflow(prompt_tokens: int, n_ctx: int) -> tuple[int, dict[str, Any]]:
+    """llama.cpp's answer to a prompt longer than a slot's context (HTTP 400)."""
+    return 400, {
+        "error": {
+            "code": 400,
+            "message": f"request ({prompt_tokens} tokens) exceeds the available context size "
+            f"({n_ctx} tokens), try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": prompt_tokens,
+            "n_ctx": n_ctx,
+        }
+    }
+
+
 def error_body(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "server_error", "code": None}}
 
