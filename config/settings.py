@@ -242,6 +242,9 @@ JUDGE_BACKOFF_MAX_S = envparse.env_float(ENV, "JUDGE_BACKOFF_MAX_S", 30.0)
 JUDGE_OUTAGE_PATIENCE_S = envparse.env_float(ENV, "JUDGE_OUTAGE_PATIENCE_S", 300.0)
 # Stream judge answers, so that a request given up on (timeout) stops on the server too.
 JUDGE_STREAM = envparse.env_bool(ENV, "JUDGE_STREAM", True)
+# On a llama.cpp server with several slots, send calls that open alike to one slot (id_slot),
+# so its prompt cache serves their shared part (scoring/judges/slots.py).
+JUDGE_PIN_SLOTS = envparse.env_bool(ENV, "JUDGE_PIN_SLOTS", True)
 # Prices in dollars per million tokens; where set, runs show an estimated cost of their calls.
 JUDGE_PRICE_IN_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_IN_PER_MTOK", 0.0)
 JUDGE_PRICE_OUT_PER_MTOK = envparse.env_float(ENV, "JUDGE_PRICE_OUT_PER_MTOK", 0.0)

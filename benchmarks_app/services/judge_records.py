@@ -127,6 +127,7 @@ def judge_record_llm_config(record: JudgeRecord, *, model: str | None = None) ->
         seed=settings.JUDGE_SEED,
         outage_patience_s=float(settings.JUDGE_OUTAGE_PATIENCE_S),
         stream=bool(getattr(settings, "JUDGE_STREAM", True)),
+        pin_slots=bool(getattr(settings, "JUDGE_PIN_SLOTS", True)),
     )
 
 

@@ -381,6 +381,7 @@ def llm_config_for_run(run: EvaluationRun, *, model: str | None = None) -> LLMCo
         seed=settings.JUDGE_SEED,
         outage_patience_s=float(settings.JUDGE_OUTAGE_PATIENCE_S),
         stream=bool(getattr(settings, "JUDGE_STREAM", True)),
+        pin_slots=bool(getattr(settings, "JUDGE_PIN_SLOTS", True)),
     )
 
 

@@ -53,6 +53,18 @@ class LLMConfig:
     # Stream answers: a request given up on is then stopped on the server (the connection
     # closes), and a slow server is told apart from a dead one by the tokens it sent.
     stream: bool = True
+    # Send calls that open alike (the votes of one question, a repo's batch, a paper's
+    # questions) to one llama.cpp slot, where its prompt cache serves what they share
+    # (:mod:`scoring.judges.slots`); only where the probe found llama.cpp with several slots.
+    pin_slots: bool = True
+
+    @property
+    def pinned_slots(self) -> int:
+        """The server's slots when calls are pinned to them (``id_slot``), else 0."""
+        slots = self.profile.slots or 0
+        if self.pin_slots and self.base_url and self.profile.server == LLAMA_CPP and slots > 1:
+            return slots
+        return 0
 
     @property
     def grammar(self) -> bool:
@@ -102,6 +114,9 @@ class LLMConfig:
             for k in ("model", "temperature", "seed", "max_tokens", "max_completion_tokens")
             if k in kwargs
         }
+        extra = kwargs.get("extra_body")
+        if isinstance(extra, dict) and "id_slot" in extra:
+            record["id_slot"] = extra["id_slot"]
         record["response_format"] = fmt.get("type") if isinstance(fmt, dict) else "none"
         record["stream"] = self.streams
         return record
@@ -120,6 +135,7 @@ class LLMConfig:
                 if self.seed is not None and self.profile.send_seed
                 else None
             ),
+            "pin_slots": self.pinned_slots > 0,
             "probe": self.profile.as_dict(),
         }
 
