@@ -39,6 +39,7 @@ from benchmarks_app.services.checklist import (
 from benchmarks_app.services.runs import run_wait
 from tests.factories.checklist import MembershipFactory
 from tests.real_server.support import (
+    AUDIT_ITERATIONS,
     MIN_CACHED_SHARE,
     MIN_CALLS_FOR_SHARE,
     REAL_LLM,
@@ -81,7 +82,13 @@ def test_audit_two_smallest_repos(real_llm_settings: Any, real_llm_model: str, c
         )[:2]
     assert repos and (named or len(repos) == 2)
 
-    run = audit_run_create(scanner=scanner, repos=repos, judge="openai", model=real_llm_model)
+    run = audit_run_create(
+        scanner=scanner,
+        repos=repos,
+        judge="openai",
+        model=real_llm_model,
+        iterations=AUDIT_ITERATIONS,
+    )
     run = run_wait(run=run)
     gc.collect()  # finalizers of leftover clients run now, inside this test
 
