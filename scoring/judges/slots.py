@@ -40,8 +40,11 @@ def opening_key(system: str, user: str) -> str:
 class SlotAffinity:
     """Which slot each opening goes to, and how many calls each slot has in flight.
 
-    A new opening goes to the slot with the fewest calls in flight (of those, the one given an
-    opening least recently), and keeps it. Thread-safe: a process's runs share one per server.
+    A new opening goes to the slot with the fewest calls in flight in this process, and keeps
+    it. Of slots equally busy, the one its key names (the key modulo the slots, then the next
+    ones): processes that share a server do not count each other's calls, and so spread their
+    openings over its slots, and send the same opening to the same slot, instead of all
+    starting on slot 0. Thread-safe: a process's runs share one per server.
     """
 
     def __init__(self, slots: int, *, remembered: int = REMEMBERED_OPENINGS) -> None:
@@ -51,12 +54,10 @@ class SlotAffinity:
         self.remembered = max(1, remembered)
         self.in_flight = [0] * slots
         self._slot_of: OrderedDict[str, int] = OrderedDict()
-        self._placed_at = [0] * slots
-        self._placements = 0
         self._lock = threading.Lock()
 
     def slot_for(self, key: str) -> int:
-        """The slot of ``key``'s opening, placing it first if it is new."""
+        """The slot of ``key``'s opening (a hex digest, :func:`opening_key`), placed if new."""
         with self._lock:
             return self._slot_for(key)
 
@@ -65,9 +66,8 @@ class SlotAffinity:
         if slot is not None:
             self._slot_of.move_to_end(key)
             return slot
-        slot = min(range(self.slots), key=lambda s: (self.in_flight[s], self._placed_at[s], s))
-        self._placements += 1
-        self._placed_at[slot] = self._placements
+        named = int(key[:8], 16) % self.slots
+        slot = min(range(self.slots), key=lambda s: (self.in_flight[s], (s - named) % self.slots))
         self._slot_of[key] = slot
         if len(self._slot_of) > self.remembered:
             self._slot_of.popitem(last=False)

@@ -22,25 +22,35 @@ class Answer(BaseModel):
 
 def test_an_opening_keeps_its_slot_and_new_openings_go_to_the_idle_one() -> None:
     affinity = SlotAffinity(2)
-    with affinity.pinned("repo-a") as first:
+    a, b = opening_key("sys", "repo A"), opening_key("sys", "repo B")
+    with affinity.pinned(a) as first:
         # While repo A's call is in flight, repo B's new opening goes to the other slot...
-        assert affinity.slot_for("repo-b") != first
+        assert affinity.slot_for(b) != first
         # ...and a second call of repo A waits for its own slot rather than take the idle one.
-        with affinity.pinned("repo-a") as again:
+        with affinity.pinned(a) as again:
             assert again == first
             assert affinity.in_flight[first] == 2
     assert affinity.in_flight == [0, 0]
-    # Nothing in flight: a new opening goes to the slot given one least recently.
-    assert affinity.slot_for("repo-c") == first
+
+
+def test_with_nothing_in_flight_processes_agree_on_an_openings_slot() -> None:
+    """Two processes (two affinities) place the same openings alike, spread over the slots."""
+    keys = [opening_key("sys", f"repo {n}") for n in range(64)]
+    here, there = SlotAffinity(4), SlotAffinity(4)
+    placed = [here.slot_for(k) for k in keys]
+    assert placed == [there.slot_for(k) for k in reversed(keys)][::-1]
+    assert set(placed) == {0, 1, 2, 3}
+    assert placed == [int(k[:8], 16) % 4 for k in keys]
 
 
 def test_the_oldest_opening_is_forgotten_past_the_bound() -> None:
     affinity = SlotAffinity(3, remembered=2)
-    slots = [affinity.slot_for(k) for k in ("a", "b", "c")]
-    assert len(set(slots)) == 3  # nothing in flight: round the slots
-    affinity.slot_for("b")  # b is used again: a is now the oldest
-    affinity.slot_for("d")
-    assert list(affinity._slot_of) == ["b", "d"]
+    a, b, c = (opening_key("sys", name) for name in "abc")
+    for key in (a, b):
+        affinity.slot_for(key)
+    affinity.slot_for(a)  # a is used again: b is now the oldest
+    affinity.slot_for(c)
+    assert list(affinity._slot_of) == [a, c]
 
 
 def test_the_key_is_the_system_prompt_and_the_user_messages_opening() -> None:
