@@ -62,10 +62,10 @@ MIN_ANSWERS_FOR_SHARES = int(os.environ.get("REAL_LLM_MIN_ANSWERS_FOR_SHARES", "
 # the scanner's list as it is, the findings to judge after it), and calls that open alike are
 # pinned to one llama.cpp slot (scoring/judges/slots.py), so votes 1 and 2 of a question, asked
 # together, are read once. Issue 38 asks 70%: on the two smallest bundled repos at the default
-# three votes, measured on an idle 2-CPU machine, a fresh server each: 74% and 76% (23
-# and 25 calls, 268 and 253 s), and 60% over 37 calls (473 s) with JUDGE_PIN_SLOTS=0; at one vote 48% (each repo's
-# first call is cold and the verified finding, which no two calls share, is about a third of
-# each prompt).
+# three votes, measured on an idle 2-CPU machine, a fresh server each: 74% and 76% (23 and 25
+# calls, 268 and 253 s), and 60% over 37 calls (473 s) with JUDGE_PIN_SLOTS=0; at one vote 48%
+# (each repo's first call is cold and the verified finding, which no two calls share, is about
+# a third of each prompt).
 MIN_CACHED_SHARE = float(os.environ.get("REAL_LLM_MIN_CACHED_SHARE", "0.7"))
 # Calls an audit run must have sent for its cached share to be asserted: fewer are mostly the
 # first, cold call of each batch.
