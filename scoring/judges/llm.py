@@ -31,8 +31,9 @@ judge needs:
   the request goes out, and completes it with the cache write in one transaction.
 
 The configuration, the client and the failures on the server's limits are in ``llm_config``,
-``llm_client`` and ``llm_failures`` beside this module: here are the call and its retry loop
-(and the names the judges import, re-exported).
+``llm_client`` and ``llm_failures`` beside this module, the slot a call is pinned to on
+llama.cpp in ``slots``: what is left here is one concern, the call and its retry loop, read top
+to bottom (and the names the judges import, re-exported).
 
 Every :class:`VoteFailed` reason starts with its kind (``[transient]``, ``[context]``, …, see
 :mod:`scoring.judges.failures`) so a run can say why it failed and what to change.
@@ -43,8 +44,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -86,7 +87,7 @@ from scoring.judges.server import (
     prompt_cut,
     raw_error,
 )
-from scoring.judges.slots import affinity_for, opening_key
+from scoring.judges.slots import slot_pin
 from scoring.judges.wire import (
     correction,
     parse_answer,
@@ -232,18 +233,6 @@ class _Question(Generic[M]):
     sleep: Sleep
 
 
-@asynccontextmanager
-async def _slot_pin(config: LLMConfig, system: str, user: str) -> AsyncIterator[int | None]:
-    """The llama.cpp slot this call is pinned to while it is in flight (None: not pinned)."""
-    slots = config.pinned_slots
-    if not slots or not config.base_url:
-        yield None
-        return
-    affinity = affinity_for(config.base_url, config.model, slots)
-    with affinity.pinned(opening_key(system, user)) as slot:
-        yield slot
-
-
 async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
     """Ask ``q`` over HTTP until it is answered, fails or the judge stays down too long."""
     config = q.config
@@ -287,7 +276,7 @@ async def _ask(client: openai.AsyncOpenAI, q: _Question[M]) -> M:
                 gate = q.limiter.slot()
             error: Exception | None = None
             async with breaker.attempt(patience, heartbeat=q.flight.renew) as passage:
-                async with gate as admitted, _slot_pin(config, system_message, user_text) as slot:
+                async with gate as admitted, slot_pin(config, system_message, user_text) as slot:
                     if slot is not None:
                         extra = kwargs.get("extra_body", {})
                         kwargs["extra_body"] = {**extra, "id_slot": slot}

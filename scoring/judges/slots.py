@@ -18,8 +18,12 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scoring.judges.llm_config import LLMConfig
 
 # The opening that decides a call's slot: the system prompt and this many characters of the
 # user message. Long enough to tell two repos' lists of findings (or two papers) apart, short
@@ -104,3 +108,15 @@ def forget_affinities() -> None:
     """Drop every server's placements (tests start from a fresh process's state)."""
     with _AFFINITIES_LOCK:
         _AFFINITIES.clear()
+
+
+@asynccontextmanager
+async def slot_pin(config: LLMConfig, system: str, user: str) -> AsyncIterator[int | None]:
+    """The slot a call is pinned to while it is in flight (None: not pinned)."""
+    slots = config.pinned_slots
+    if not slots or not config.base_url:
+        yield None
+        return
+    affinity = affinity_for(config.base_url, config.model, slots)
+    with affinity.pinned(opening_key(system, user)) as slot:
+        yield slot
