@@ -114,6 +114,11 @@ def refusing_judge_run(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Iterat
     monkeypatch.setitem(run_services.RUN_KINDS, "probes", run_services.RunKind(process="x.p"))
     monkeypatch.setattr(piece_running, "import_string", lambda path: process)
     run_services.run_pieces_prepare(run=run)
+    # Signed in before the worker thread starts: a session written beside the worker's writes
+    # got the worker "database table is locked" on SQLite's shared-cache test database (no
+    # busy wait there), and the run never recorded its outage (seen in a clean-clone CI run).
+    client = Client()
+    client.force_login(owner)
 
     def work() -> None:
         try:
@@ -123,7 +128,7 @@ def refusing_judge_run(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Iterat
 
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
-    yield types.SimpleNamespace(run=run, owner=owner, worker=worker)
+    yield types.SimpleNamespace(run=run, client=client, worker=worker)
     worker.join(timeout=30)
 
 
@@ -131,9 +136,7 @@ def refusing_judge_run(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Iterat
 def test_a_refusing_judge_is_named_with_since_and_next_try_then_the_paused_run_says_when(
     refusing_judge_run: Any,
 ) -> None:
-    run, owner = refusing_judge_run.run, refusing_judge_run.owner
-    client = Client()
-    _retrying(lambda: client.force_login(owner))
+    run, client = refusing_judge_run.run, refusing_judge_run.client
 
     def api_waiting() -> Any:
         return client.get(f"/api/runs/{run.pk}/").json()["waiting"]
