@@ -257,6 +257,10 @@ class LeaseKeeper(threading.Thread):
         self.run_id = piece.run_id
         self.attempt = piece.attempt
         self.lease_s = lease_s if lease_s is not None else lease_seconds()
+        # Claimed inside the caller's uncommitted transaction (run_wait in a test or a script):
+        # this thread's connection cannot see the piece, so a renewal would update no row and
+        # call the lease taken over (PostgreSQL), though nobody else can see it to take it.
+        self.renews = not transaction.get_connection().in_atomic_block
         self.lost = threading.Event()
         self.cancelled = threading.Event()
         self._stop_event = threading.Event()
@@ -341,7 +345,7 @@ class LeaseKeeper(threading.Thread):
             logger.info("run #%s has ended; piece %s stops", self.run_id, self.piece_id)
             self.cancelled.set()
         self._write_outage_quietly()
-        if time.monotonic() < renew_at:
+        if not self.renews or time.monotonic() < renew_at:
             return None
         try:
             return self.renew()

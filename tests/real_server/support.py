@@ -27,14 +27,10 @@ SKIP_REASON = (
 # The bound every answer must respect; small, so a looping model is cut early.
 MAX_ANSWER_TOKENS = int(os.environ.get("REAL_LLM_MAX_ANSWER_TOKENS", "512"))
 # Votes per question: one for the checklist (it asks a second only where the first failed or
-# was unsure) and, in CI, one for the audit. REAL_LLM_AUDIT_ITERATIONS=3 runs the audit at the
-# product's default three votes (votes 1 and 2 are the same prompt), as issue 38 measures it:
-# with REAL_LLM_MIN_CACHED_SHARE=0.7 that is the issue's assertion. Not CI's default: one
-# clean-clone CI run at three votes on PostgreSQL had the run's pieces claimed again and again
-# after the judge's last answer (the server idle, the test never ending), which five local runs
-# (four on SQLite, one on PostgreSQL) did not show; until that is understood, CI stays at one.
+# was unsure) and the product's default three for the audit (votes 1 and 2 are the same
+# prompt), as issue 38 measures its cached share. REAL_LLM_AUDIT_ITERATIONS=1 is quicker.
 ITERATIONS = int(os.environ.get("REAL_LLM_ITERATIONS", "1"))
-AUDIT_ITERATIONS = int(os.environ.get("REAL_LLM_AUDIT_ITERATIONS", "1"))
+AUDIT_ITERATIONS = int(os.environ.get("REAL_LLM_AUDIT_ITERATIONS", "3"))
 
 REAL_LLM = [
     pytest.mark.real_llm,
@@ -69,8 +65,8 @@ MIN_ANSWERS_FOR_SHARES = int(os.environ.get("REAL_LLM_MIN_ANSWERS_FOR_SHARES", "
 # three votes, measured on an idle 2-CPU machine, a fresh server each: 74% and 76% (23 and 25
 # calls, 268 and 253 s), and 60% over 37 calls (473 s) with JUDGE_PIN_SLOTS=0; at one vote 48%
 # (each repo's first call is cold and the verified finding, which no two calls share, is about
-# a third of each prompt), so CI's one-vote run asserts the floor the layout gives there.
-MIN_CACHED_SHARE = float(os.environ.get("REAL_LLM_MIN_CACHED_SHARE", "0.3"))
+# a third of each prompt: REAL_LLM_AUDIT_ITERATIONS=1 wants REAL_LLM_MIN_CACHED_SHARE=0.3).
+MIN_CACHED_SHARE = float(os.environ.get("REAL_LLM_MIN_CACHED_SHARE", "0.7"))
 # Calls an audit run must have sent for its cached share to be asserted: fewer are mostly the
 # first, cold call of each batch.
 MIN_CALLS_FOR_SHARE = int(os.environ.get("REAL_LLM_MIN_CALLS_FOR_SHARE", "8"))

@@ -179,6 +179,10 @@ def scenario_kill(h: Harness, a: argparse.Namespace) -> dict[str, Any]:
     # The victim starts alone and the survivor once it holds pieces: started together, the
     # survivor (its workers up first on a loaded machine) took every piece in two clean-clone
     # CI runs, and the runs ended before the victim held two.
+    # The judge answers slowly until the kill: with its usual latency, a clean-clone CI run's
+    # victim finished every piece it took before it was seen holding two, and nothing was
+    # killed mid-run (a machine still busy with the llama-server build).
+    latency_s, h.judge.latency_s = h.judge.latency_s, max(h.judge.latency_s, 1.0)
     (victim,) = h.start(1)
     ids = create_runs(names)
     victim_held = wait_for(lambda: len(holders(victim, ids)) >= 2)
@@ -195,6 +199,7 @@ def scenario_kill(h: Harness, a: argparse.Namespace) -> dict[str, Any]:
     in_flight, at_judge = _calls(held, "pending"), h.judge.in_flight
     victim.signal(signal.SIGKILL)
     victim.proc.wait()
+    h.judge.latency_s = latency_s
     pending = JudgeCall.objects.filter(run_id__in=ids, status="pending").count()
     elapsed = wait_end(ids, h.lease_s + a.patience_s)
     return {
