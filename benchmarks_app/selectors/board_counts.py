@@ -303,9 +303,9 @@ class _Counts:
                 f"(SELECT array_agg(({count}) ORDER BY v.column1) "
                 f"FROM unnest({arrays}) AS v({names}))"
             )
-            columns = [[int(row[0]) for row in rows]]
-            columns += [[_as_text(row[k]) for row in rows] for k in range(1, width)]
-            return sql, [*base_params, *columns]
+            order = [int(row[0]) for row in rows]
+            bounds = [[_as_text(row[k]) for row in rows] for k in range(1, width)]
+            return sql, [*base_params, order, *bounds]
         values = ", ".join([f"({', '.join(['%s'] * len(rows[0]))})"] * len(rows))
         gathered = f"json_group_array(json_array(v.column1, ({count})))"
         sql = f"(SELECT {gathered} FROM (VALUES {values}) AS v)"
