@@ -260,6 +260,11 @@ JUDGE_PRICE_CACHED_IN_PER_MTOK: float | None = (
 # "substantial" agreement in Landis & Koch's conventional scale, not fitted to any data).
 JUDGE_AGREEMENT_MIN_CURATED = envparse.env_int(ENV, "JUDGE_AGREEMENT_MIN_CURATED", 30, minimum=1)
 JUDGE_AGREEMENT_MIN_KAPPA = envparse.env_float(ENV, "JUDGE_AGREEMENT_MIN_KAPPA", 0.6)
+# A board's judge agreement (a bootstrap interval) is computed again at most this often while
+# only its rows change (runs ending); a new curated verdict recomputes it at once. In a
+# deadline rush a board changes with every run that ends, and a web worker spent its time on
+# the bootstrap, one board state after another (issue 35).
+JUDGE_AGREEMENT_REFRESH_S = envparse.env_float(ENV, "JUDGE_AGREEMENT_REFRESH_S", 30.0)
 # The review queue shows every contested judgement, and this share of the others (picked by a
 # hash of the item and JUDGE_REVIEW_SEED, so the sample is the same on every page load).
 JUDGE_REVIEW_SAMPLE_RATE = envparse.env_float(ENV, "JUDGE_REVIEW_SAMPLE_RATE", 0.05)

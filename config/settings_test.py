@@ -16,6 +16,9 @@ os.environ.setdefault("JUDGE_PROBE", "0")
 os.environ.setdefault("RUN_LEASE_S", "600")
 # Likewise the keeper's look for a cancel (the cancel tests set it short).
 os.environ.setdefault("RUN_CANCEL_POLL_S", "600")
+# A board's judge agreement follows each change of its rows at once (the tests of the refresh
+# interval set it).
+os.environ.setdefault("JUDGE_AGREEMENT_REFRESH_S", "0")
 os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="evalplatform-media-"))
 
 from config.settings import *  # noqa: F403

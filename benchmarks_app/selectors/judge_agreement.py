@@ -11,6 +11,7 @@ an item in several runs, its latest run's judgement is the one compared.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -304,8 +305,10 @@ def _cached(key: str, compute: Any, *, board: str | None = None) -> Any:
 
     A board's figure is computed by one request at a time across the site (a lease in the
     shared cache): while it is computed, the other views of the board show its previous
-    figure. In a deadline rush a board changes with every run that ends, and every view of
-    it computed the figure again at once (issue 35: a third of the web workers' busy time
+    figure. And while only the board's rows change, at most once per
+    ``JUDGE_AGREEMENT_REFRESH_S``; a new curated verdict recomputes it at once. In a deadline
+    rush a board changes with every run that ends, and every view of it computed the figure
+    again at once (issue 35: a third of the web workers' busy time
     was this bootstrap, on pages held to 200 ms).
     """
     curated = CuratedVerdict.objects.aggregate(m=Max("id"))["m"]
@@ -328,15 +331,24 @@ def _cached(key: str, compute: Any, *, board: str | None = None) -> Any:
         return value
     family = hashlib.sha256(f"{board}|{limits}".encode()).hexdigest()
     latest_key, lease_key = f"judge-agreement-latest:{family}", f"judge-agreement-lease:{family}"
+    latest = cache.get(latest_key)
+    previous = latest if isinstance(latest, dict) and "value" in latest else None
+    if (
+        previous is not None
+        and previous.get("curated") == curated
+        and time.time() - float(previous.get("at", 0)) < settings.JUDGE_AGREEMENT_REFRESH_S
+    ):
+        # Only the board's rows changed, and its figure is recent: in a rush every run that
+        # ends changes the board, and the bootstrap ran again for each state (issue 35).
+        return previous["value"]
     leased = cache.add(lease_key, 1, COMPUTING_LEASE_S)
-    if not leased:
-        previous = cache.get(latest_key)
-        if previous is not None:
-            return previous
-        # The board's first figure: nothing to show meanwhile, so compute it here as well.
+    if not leased and previous is not None:
+        return previous["value"]
+    # Leased, or the board's first figure (nothing to show meanwhile): computed here.
     try:
         value = compute()
-        cache.set_many({full: value, latest_key: value}, 3600)
+        latest = {"value": value, "at": time.time(), "curated": curated}
+        cache.set_many({full: value, latest_key: latest}, 3600)
     finally:
         if leased:
             cache.delete(lease_key)

@@ -1,15 +1,20 @@
 """A board's judge agreement is computed by one view at a time, and only when the board or the
-curated verdicts change (issue 35: in the rush every view of a changing board computed it)."""
+curated verdicts change; while only the board's rows change, at most once per
+JUDGE_AGREEMENT_REFRESH_S (issue 35: in the rush every view of a changing board computed it,
+and then one view for every state of a board that changed with every run that ended)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, cast
 
 import pytest
 from django.core.cache import cache
 from django.urls import reverse
+from django.utils import timezone
 
 from benchmarks_app.models import AuditTruthResult, EvaluationRun
+from benchmarks_app.models.audit import AuditBoardRow
 from benchmarks_app.selectors import judge_agreement
 from benchmarks_app.selectors.verdict_review_queue import review_queue
 from tests.benchmarks_app.judging.split_votes import SPLIT_TRUTH, split_vote_run
@@ -106,3 +111,35 @@ def test_while_one_view_computes_the_figure_the_others_show_the_previous_one(
         assert _figure(client) == (0, None) and len(computed) == 1
     # Once the lease is free, the next view computes the new figure (and gives it back).
     assert _figure(client) == (1, 0.0) and len(computed) == 2
+
+
+def test_while_only_the_rows_change_the_figure_is_computed_once_per_refresh_interval(
+    client: Any,
+    admin_client: Any,
+    board: None,
+    computed: list[int],
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.JUDGE_AGREEMENT_REFRESH_S = 30.0
+    now = [time.time()]
+    monkeypatch.setattr(judge_agreement.time, "time", lambda: now[0])
+    assert _figure(client) == (0, None) and len(computed) == 1
+
+    def a_run_ended() -> None:
+        # A run that ends writes its board row: the board's rows' stamp changes.
+        now[0] += 10
+        assert AuditBoardRow.objects.update(computed_at=timezone.now()) >= 1
+
+    a_run_ended()
+    assert _figure(client) == (0, None) and len(computed) == 1, "recomputed within 30 s"
+    a_run_ended()
+    assert len(computed) == 1 and _figure(client) == (0, None)
+    # Past the interval since the last computation, the next view computes it again.
+    now[0] += 15
+    assert _figure(client) == (0, None) and len(computed) == 2
+    a_run_ended()
+    assert _figure(client) == (0, None) and len(computed) == 2
+    # A maintainer's verdict is never held back by the interval.
+    _settle_split_item(admin_client)
+    assert _figure(client) == (1, 0.0) and len(computed) == 3
