@@ -286,9 +286,10 @@ class _Counts:
     def _listed(
         self, count: str, rows: Sequence[Sequence[Any]], base_uses: int
     ) -> tuple[str, list[Any]]:
-        """``count`` (SQL reading the VALUES row as ``v.column2``...) for each of ``rows``
+        """``count`` (SQL reading the listed row as ``v.column2``...) for each of ``rows``
         (their first value: the order of the array), as one array (on SQLite, a JSON array
-        of [order, count] pairs, which :meth:`take` sorts)."""
+        of [order, count] pairs, which :meth:`take` sorts). The rows are a VALUES list on
+        SQLite and arrays unnested on PostgreSQL."""
         base_params = [*self.base_params * base_uses]
         if connection.vendor == "postgresql":
             # One array a column, unnested into the rows (the counts cast v.column2... to the
