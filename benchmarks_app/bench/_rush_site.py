@@ -157,6 +157,20 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Settings a deployment tunes, passed from the bench's caller to the site's processes, so the
+# README's choices can be measured as loaded: gunicorn's and the C allocator's, the caps on
+# participants' files read at once, the readers' limits and the queue's workers.
+SITE_SETTINGS_PASSED = (
+    "GUNICORN_",
+    "MALLOC_",
+    "PAPER_READER",
+    "UPLOAD_READ",
+    "PDF_PARSE_",
+    "Q_WORKERS",
+    "JUDGE_AGREEMENT_",
+)
+
+
 class Site:
     """The served site: database, broker, processes; ``close()`` undoes all of it."""
 
@@ -177,9 +191,8 @@ class Site:
         keep = ("PATH", "HOME", "LANG", "LC_ALL", "VIRTUAL_ENV", "TMPDIR")
         self.env: dict[str, str] = {
             **{k: v for k, v in os.environ.items() if k in keep},
-            # gunicorn's own settings (README's table) and the C allocator's, as the bench's
-            # caller sets them: a deployment's choices can be loaded the same way.
-            **{k: v for k, v in os.environ.items() if k.startswith(("GUNICORN_", "MALLOC_"))},
+            # A deployment's tuning, as the bench's caller sets it (SITE_SETTINGS_PASSED).
+            **{k: v for k, v in os.environ.items() if k.startswith(SITE_SETTINGS_PASSED)},
             "PYTHONPATH": str(ROOT),
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "DEBUG": "0",

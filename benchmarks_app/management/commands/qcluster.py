@@ -37,6 +37,7 @@ from django_q.conf import Conf
 from django_q.management.commands.qcluster import Command as QClusterCommand
 
 from benchmarks_app.checks import connection_budget_warnings
+from benchmarks_app.cpu_priority import cpu_priority_lower
 from benchmarks_app.services.liveness import liveness_file
 from benchmarks_app.services.queue_canary import (
     CanaryCheck,
@@ -186,8 +187,14 @@ class Command(QClusterCommand):
         # this host's clock measured against the database's).
         process_warm_up()
         if settings.Q_NICE > 0:
-            # Before the workers fork, so that they inherit it (the kernel caps it at 19).
-            os.nice(settings.Q_NICE)
+            # Before the workers fork, so that they inherit it; the session's group too, where
+            # the kernel shares the CPU between sessions first (benchmarks_app.cpu_priority).
+            lowered = cpu_priority_lower(by=settings.Q_NICE)
+            logger.info(
+                "qcluster: niceness %s, session group %s",
+                lowered.nice,
+                lowered.session_group_nice if lowered.session_group_nice is not None else "-",
+            )
         # Forked processes must not share this process's database connection.
         connections.close_all()
         if options.get("cluster_name"):
