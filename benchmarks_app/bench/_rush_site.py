@@ -218,6 +218,12 @@ class Site:
         if self.db == "postgres":
             self.env["DATABASE_URL"] = PG_ADMIN.rsplit("/", 1)[0] + f"/{PG_DATABASE}"
             self.env["REDIS_URL"] = f"redis://127.0.0.1:6379/{options.redis_db}"
+            # The footing "Scaling out" documents: each process's connections bounded by its
+            # pool, however many pieces a starved cluster holds. Without it, the clusters at
+            # Q_NICE=10 held more pieces at once than before, each with its own connection
+            # and its lease keeper's, and PostgreSQL's 100 ran out ("too many clients", 500s
+            # on every kind of page for 20 s). RUSH_DATABASE_POOL=0 measures without.
+            self.env["DATABASE_POOL"] = os.environ.get("RUSH_DATABASE_POOL", "1")
             self._pg(f'DROP DATABASE IF EXISTS "{PG_DATABASE}" WITH (FORCE)')
             self._pg(f'CREATE DATABASE "{PG_DATABASE}"')
         else:

@@ -166,7 +166,7 @@ def _lock_board_scope(board: BoardKey) -> None:
         "probes": ProbeSuite,
         "checklist": Challenge,
     }
-    scopes[board.kind].objects.select_for_update().filter(pk=board.scope).first()
+    scopes[board.kind].objects.select_for_update(no_key=True).filter(pk=board.scope).first()
 
 
 def _fingerprint(board: BoardKey) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def phase_reveal(*, phase: Phase) -> Phase:
     read them; boards that also list the phase's entries are rewritten
     (:func:`phase_boards_refresh`).
     """
-    locked = Phase.objects.select_for_update().get(pk=phase.pk)
+    locked = Phase.objects.select_for_update(no_key=True).get(pk=phase.pk)
     if locked.revealed_at is None:
         locked.revealed_at = timezone.now()
         locked.save(update_fields=["revealed_at", "updated_at"])
@@ -92,7 +92,7 @@ def phase_reveal(*, phase: Phase) -> Phase:
 @transaction.atomic
 def phase_hide(*, phase: Phase) -> Phase:
     """Take a revealed hidden phase's board back to staff-only (a mistaken reveal)."""
-    locked = Phase.objects.select_for_update().get(pk=phase.pk)
+    locked = Phase.objects.select_for_update(no_key=True).get(pk=phase.pk)
     locked.revealed_at = None
     locked.save(update_fields=["revealed_at", "updated_at"])
     phase_boards_refresh(phase=locked)

@@ -139,7 +139,12 @@ def webhook_create(*, owner: Any, url: str) -> Webhook:
     none, and parallel creations all counted zero. (SQLite serialises writing transactions.)
     """
     url = webhook_url_check(url)
-    list(get_user_model().objects.select_for_update().filter(pk=owner.pk).values_list("pk"))
+    list(
+        get_user_model()
+        .objects.select_for_update(no_key=True)
+        .filter(pk=owner.pk)
+        .values_list("pk")
+    )
     if Webhook.objects.filter(owner_id=owner.pk).count() >= settings.WEBHOOKS_PER_USER:
         raise WebhookError(
             "url", f"you already have {settings.WEBHOOKS_PER_USER} webhooks; delete one first"

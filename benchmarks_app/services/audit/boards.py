@@ -162,7 +162,7 @@ def audit_board_refresh(
 ) -> list[AuditBoardRow]:
     """Rewrite the board of ``release`` and ``judge`` (a board judge key) from the results:
     the release's whole board, or with ``phase`` the board of that phase's runs."""
-    DatasetRelease.objects.select_for_update().filter(pk=release.pk).first()
+    DatasetRelease.objects.select_for_update(no_key=True).filter(pk=release.pk).first()
     repos_total = len(release_repo_ids(release))
     by_scanner: dict[int, list[AuditRepoResult]] = defaultdict(list)
     for result in board_repo_results(release=release, judge=judge, phase=phase):
@@ -209,7 +209,7 @@ def audit_board_update(
     row is locked meanwhile, as by the full refresh, so two runs ending at once update the
     board one after the other; readers never wait for it.
     """
-    DatasetRelease.objects.select_for_update().filter(pk=release.pk).first()
+    DatasetRelease.objects.select_for_update(no_key=True).filter(pk=release.pk).first()
     board = AuditBoardRow.objects.on_phase(phase).filter(release=release, judge=judge)
     repos_total = len(release_repo_ids(release))
     stored_total = board.order_by().values_list("repos_total", flat=True).first()

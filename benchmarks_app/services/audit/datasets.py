@@ -139,7 +139,7 @@ def audit_truth_finding_edit(*, finding: TruthFinding, changes: dict[str, Any]) 
 @transaction.atomic
 def audit_release_create(*, dataset: AuditDataset, notes: str = "") -> DatasetRelease:
     """A draft release: the dataset's repos and their current truth findings, now."""
-    AuditDataset.objects.select_for_update().filter(pk=dataset.pk).first()
+    AuditDataset.objects.select_for_update(no_key=True).filter(pk=dataset.pk).first()
     repos = list(dataset.repos.all())
     if not repos:
         raise DatasetError(f"dataset: {dataset.slug} has no repos; add some first")
@@ -153,7 +153,7 @@ def audit_release_create(*, dataset: AuditDataset, notes: str = "") -> DatasetRe
 @transaction.atomic
 def audit_release_publish(*, release: DatasetRelease) -> DatasetRelease:
     """Freeze a release; the first published release of a dataset becomes its official one."""
-    release = DatasetRelease.objects.select_for_update().get(pk=release.pk)
+    release = DatasetRelease.objects.select_for_update(no_key=True).get(pk=release.pk)
     if release.is_published:
         return release
     if not release.repos.exists() and not release.truth_findings.exists():

@@ -290,7 +290,7 @@ def audit_scan_result_make_current(*, scan_result: ScanResult) -> ScanResult:
 
     Nothing is deleted: runs of every version stay as they are.
     """
-    Scanner.objects.select_for_update().filter(pk=scan_result.scanner_id).first()
+    Scanner.objects.select_for_update(no_key=True).filter(pk=scan_result.scanner_id).first()
     scan_result.refresh_from_db()
     was_current = scan_result.is_current
     _make_current(scan_result)
@@ -318,7 +318,7 @@ def import_scan_file(
     report.scanners_created += int(created)
     # Imports of one scanner's results are serialized, so that two of them never pick the
     # same version number or both make themselves current.
-    Scanner.objects.select_for_update().filter(pk=scanner.pk).first()
+    Scanner.objects.select_for_update(no_key=True).filter(pk=scanner.pk).first()
     digest = findings_hash(scan.findings)
     versions = ScanResult.objects.filter(scanner=scanner, repo=repo)
     same = versions.filter(content_hash=digest).first()

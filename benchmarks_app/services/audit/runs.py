@@ -316,7 +316,7 @@ def audit_run_choose(*, user: Any, run: EvaluationRun, chosen: bool = True) -> E
     if locked.release_id is None:
         return locked
     # Serialize choices of one scanner, so that two never end up chosen together.
-    Scanner.objects.select_for_update().filter(pk=scanner.pk).first()
+    Scanner.objects.select_for_update(no_key=True).filter(pk=scanner.pk).first()
     others = EvaluationRun.objects.filter(
         benchmark=Benchmark.AUDIT,
         scanner=scanner,

@@ -21,7 +21,7 @@ def audit_scanner_describe(*, user: Any, scanner: Scanner, description: Any) -> 
     """
     if not getattr(user, "is_authenticated", False):
         raise PermissionError("sign in to describe a scanner")
-    locked = Scanner.objects.select_for_update().get(pk=scanner.pk)
+    locked = Scanner.objects.select_for_update(no_key=True).get(pk=scanner.pk)
     if not user.is_staff and (locked.owner_id is None or locked.owner_id != user.pk):
         raise PermissionError(f"scanner: only the owner of {locked.name!r} may describe it")
     if description is None:

@@ -221,7 +221,7 @@ def _check_daily_quota(user: Any, phase: Phase | None = None) -> None:
         raise PermissionError("sign in to submit results")
     if user.is_staff:
         return
-    get_user_model().objects.select_for_update().get(pk=user.pk)
+    get_user_model().objects.select_for_update(no_key=True).get(pk=user.pk)
     quota = audit_submission_quota(user=user, phase=phase)
     if quota.remaining is not None and quota.remaining <= 0:
         raise AuditQuotaExceeded(f"submissions: {quota.exceeded_message}", quota=quota)

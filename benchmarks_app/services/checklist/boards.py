@@ -160,7 +160,7 @@ def checklist_board_refresh(*, challenge: Challenge, phase: Phase | None) -> int
 
     Returns the number of rows written.
     """
-    Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
+    Challenge.objects.select_for_update(no_key=True).filter(pk=challenge.pk).first()
     entries = board_entries(challenge=challenge, phase=phase)
     ChecklistBoardRow.objects.on_phase(phase).filter(challenge=challenge).delete()
     rows = [_row(challenge, phase, e) for e in entries]
@@ -195,7 +195,7 @@ def checklist_board_update(*, challenge: Challenge, phase: Phase | None, team_id
     (:mod:`benchmarks_app.selectors.board_marks`). Gives what :func:`checklist_board_refresh`
     of that board gives (a property test compares them).
     """
-    Challenge.objects.select_for_update().filter(pk=challenge.pk).first()
+    Challenge.objects.select_for_update(no_key=True).filter(pk=challenge.pk).first()
     entries = board_entries(challenge=challenge, phase=phase, team_id=team_id)
     board = ChecklistBoardRow.objects.on_phase(phase).filter(challenge=challenge)
     previous = board.filter(team_id=team_id).first()

@@ -155,8 +155,13 @@ def checklist_submission_create(
     try:
         with transaction.atomic():
             # The lock serializes concurrent submissions of one team: the count below and
-            # the insert happen with no other request of the team in between.
-            Team.objects.select_for_update().get(pk=team.pk)
+            # the insert happen with no other request of the team in between. FOR NO KEY
+            # UPDATE, as every writers' lock here: it excludes the other writers but not the
+            # key-share lock of a foreign key check, so a run's end that holds the challenge
+            # can still write this team's board row. With FOR UPDATE the two waited on each
+            # other (this insert's check on the challenge at commit) and PostgreSQL aborted
+            # one as deadlocked, a 500 under the rush.
+            Team.objects.select_for_update(no_key=True).get(pk=team.pk)
             quota = checklist_quota(team=team, phase=phase)
             if quota.remaining <= 0:
                 raise QuotaExceeded(quota.exceeded_message, quota=quota)
@@ -339,7 +344,7 @@ def checklist_submission_choose(*, user: Any, submission: ChecklistSubmission) -
     """
     _member_or_refuse(user=user, team_id=submission.team_id)
     # The team row lock orders concurrent choices of one team: one choice per phase stays.
-    Team.objects.select_for_update().get(pk=submission.team_id)
+    Team.objects.select_for_update(no_key=True).get(pk=submission.team_id)
     locked = ChecklistSubmission.objects.select_for_update().get(pk=submission.pk)
     if locked.status != SubmissionStatus.SCORED or not locked.scores.exists():
         raise NotAllowed(
@@ -360,7 +365,7 @@ def checklist_submission_choose(*, user: Any, submission: ChecklistSubmission) -
 def checklist_submission_unchoose(*, user: Any, submission: ChecklistSubmission) -> None:
     """Drop the team's choice: its best entry represents it again (members only)."""
     _member_or_refuse(user=user, team_id=submission.team_id)
-    Team.objects.select_for_update().get(pk=submission.team_id)
+    Team.objects.select_for_update(no_key=True).get(pk=submission.team_id)
     locked = ChecklistSubmission.objects.select_for_update().get(pk=submission.pk)
     if not locked.board_choice:
         raise NotAllowed(f"Submission #{locked.pk} is not the team's chosen entry.")

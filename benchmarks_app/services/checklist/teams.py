@@ -118,7 +118,7 @@ def team_join(*, user: Any, invite_code: str) -> Membership:
 
 
 def _locked_team_of_owner(*, user: Any, team: Team) -> Team:
-    locked = Team.objects.select_for_update().get(pk=team.pk)
+    locked = Team.objects.select_for_update(no_key=True).get(pk=team.pk)
     if not getattr(user, "is_authenticated", False) or team_owner_id(locked) != user.pk:
         raise NotAllowed(f"Only the owner of team {locked.name} may do that.")
     return locked
@@ -128,7 +128,7 @@ def _locked_team_of_owner(*, user: Any, team: Team) -> Team:
 def team_leave(*, user: Any, team: Team) -> None:
     """``user`` leaves ``team``; its entries stay the team's. An owner who leaves hands the
     team to the earliest remaining member."""
-    locked = Team.objects.select_for_update().get(pk=team.pk)
+    locked = Team.objects.select_for_update(no_key=True).get(pk=team.pk)
     owner_id = team_owner_id(locked)
     deleted, _ = Membership.objects.filter(team=locked, user=user).delete()
     if not deleted:
@@ -175,7 +175,7 @@ def team_flags_set(
 ) -> Team:
     """Mark a team internal (off every board) or a baseline (ranked, with a badge); the boards
     it is on are rewritten when a flag changes (staff path)."""
-    locked = Team.objects.select_for_update().get(pk=team.pk)
+    locked = Team.objects.select_for_update(no_key=True).get(pk=team.pk)
     changed = []
     if is_internal is not None and locked.is_internal != is_internal:
         locked.is_internal = is_internal

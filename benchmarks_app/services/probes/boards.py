@@ -208,7 +208,7 @@ def probe_board_update(
     that board gives (a property test compares them). The suite row is locked meanwhile, so
     two runs ending at once update the board one after the other.
     """
-    ProbeSuite.objects.select_for_update().filter(pk=suite.pk).first()
+    ProbeSuite.objects.select_for_update(no_key=True).filter(pk=suite.pk).first()
     reports = [
         r
         for r in _board_reports(suite, phase, model_name)

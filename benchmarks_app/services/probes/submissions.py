@@ -307,7 +307,7 @@ def probe_submission_submit(
     # and under a lock on the suite, held until commit: of two users claiming a new name at
     # once, the second waits here and then sees the first one's submission. (SQLite has no
     # row locks, but its IMMEDIATE transactions already serialize writers.)
-    ProbeSuite.objects.select_for_update().get(pk=suite.pk)
+    ProbeSuite.objects.select_for_update(no_key=True).get(pk=suite.pk)
     refusal = model_name_refusal(suite=suite, model_name=model_name, owner=owner)
     if refusal:
         raise ProbeOwnershipError(source, refusal)
