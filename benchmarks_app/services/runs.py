@@ -233,7 +233,23 @@ def run_wait(
         if time.monotonic() - last_sweep >= sweep_every:
             runs_sweep(run_ids=[run.pk])
             last_sweep = time.monotonic()
-        time.sleep(poll_s)
+        _sleep_while_active(run, poll_s)
+
+
+# While only watching, how often the run's status alone is looked at between two full looks
+# (progress, workers, why it waits: several queries each).
+WATCH_STATUS_S = 0.05
+
+
+def _sleep_while_active(run: EvaluationRun, seconds: float) -> None:
+    """Sleep up to ``seconds``, looking every :data:`WATCH_STATUS_S` whether the run ended: the
+    command then returns within 50 ms of the end (it waited 0.1 s on average for its next
+    look, 1% of the documented audit's 10 s), for one indexed read each time."""
+    steps = max(1, round(seconds / WATCH_STATUS_S))
+    for _ in range(steps):
+        time.sleep(seconds / steps)
+        if not EvaluationRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).exists():
+            return
 
 
 # How often run_wait looks why the run it processes itself waits.

@@ -228,6 +228,9 @@ def test_wait_prints_why_the_run_waits_and_a_cancel_says_what_was_kept(
     monkeypatch.setattr(run_services, "live_clusters", lambda: [object()])  # watch, not work
     monkeypatch.setattr(run_services, "runs_sweep", lambda **_: None)
     ticks: list[int] = []
+    # Between two full looks the command sleeps in this many steps, the run's status read
+    # after each (run_services.WATCH_STATUS_S).
+    steps = round(0.2 / run_services.WATCH_STATUS_S)
 
     def sleep(_: float) -> None:
         # The worker, as the command watches: it meets the judge down, then the run is cancelled.
@@ -246,7 +249,7 @@ def test_wait_prints_why_the_run_waits_and_a_cancel_says_what_was_kept(
                     "error": "Connection error.",
                 },
             )
-        elif len(ticks) == 3:
+        elif len(ticks) == 2 * steps + 1:  # after two full looks: the outage was told
             run_services.run_cancel(run=run)
 
     monkeypatch.setattr(
