@@ -44,6 +44,7 @@ SUPPORT = (
     "checks",
     "db_pool",
     "db_retry",
+    "cpu_priority",
 )
 RANKS = {
     "scoring": 0,
