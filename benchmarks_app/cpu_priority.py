@@ -38,7 +38,7 @@ class PriorityLowered:
     why_not_group: str = ""
 
 
-def _autogroup_enabled() -> bool:
+def autogroup_enabled() -> bool:
     try:
         return AUTOGROUP_SWITCH.read_text().strip() == "1" and AUTOGROUP.exists()
     except OSError:
@@ -51,7 +51,7 @@ def cpu_priority_lower(*, by: int) -> PriorityLowered:
     if by <= 0:
         return PriorityLowered(nice=os.nice(0), session_group_nice=None)
     nice = os.nice(by)  # the kernel caps it at 19
-    if not _autogroup_enabled():
+    if not autogroup_enabled():
         return PriorityLowered(nice=nice, session_group_nice=None, why_not_group="no autogroup")
     if os.getsid(0) != os.getpid():
         why = (

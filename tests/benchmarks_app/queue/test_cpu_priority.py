@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks_app.cpu_priority import AUTOGROUP, AUTOGROUP_SWITCH
+from benchmarks_app.cpu_priority import autogroup_enabled
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -32,14 +32,9 @@ print(json.dumps({
 """
 
 
-def _autogroup() -> bool:
-    try:
-        return AUTOGROUP_SWITCH.read_text().strip() == "1" and AUTOGROUP.exists()
-    except OSError:
-        return False
-
-
-def _probe(*, own_session: bool) -> dict[str, object]:
+def _lowered(*, own_session: bool) -> dict[str, object]:
+    """Lower a fresh child's priority by 5; its niceness must follow (skipped past that on a
+    kernel without autogroup: there is no session group to look at)."""
     answer = subprocess.run(
         [sys.executable, "-c", PROBE],
         cwd=ROOT,
@@ -50,28 +45,26 @@ def _probe(*, own_session: bool) -> dict[str, object]:
         check=True,
         start_new_session=own_session,
     )
-    return json.loads(answer.stdout.strip().splitlines()[-1])
-
-
-def test_a_session_leader_lowers_its_process_and_its_session_group() -> None:
-    seen = _probe(own_session=True)
+    seen: dict[str, object] = json.loads(answer.stdout.strip().splitlines()[-1])
     before = seen["before"]
     assert isinstance(before, dict)
     assert seen["nice"] == min(19, before["nice"] + 5)
-    if not _autogroup():
+    if not autogroup_enabled():
         pytest.skip("this kernel does not group the CPU by session (no autogroup)")
+    return seen
+
+
+def test_a_session_leader_lowers_its_process_and_its_session_group() -> None:
+    seen = _lowered(own_session=True)
     # The group's niceness is what orders the cluster against gunicorn's session.
     assert seen["lowered_group"] == seen["nice"]
     assert seen["group_after"] == seen["nice"]
 
 
 def test_a_process_inside_a_shells_session_leaves_the_group_alone() -> None:
-    seen = _probe(own_session=False)
+    seen = _lowered(own_session=False)
     before = seen["before"]
     assert isinstance(before, dict)
-    assert seen["nice"] == min(19, before["nice"] + 5)
-    if not _autogroup():
-        pytest.skip("this kernel does not group the CPU by session (no autogroup)")
     # Lowering the group would slow the caller's whole session (here: pytest) for good.
     assert seen["lowered_group"] is None
     assert seen["group_after"] == before["group"]
