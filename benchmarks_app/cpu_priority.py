@@ -53,7 +53,11 @@ def cpu_priority_lower(*, by: int) -> PriorityLowered:
     nice = os.nice(by)  # the kernel caps it at 19
     if not autogroup_enabled():
         return PriorityLowered(nice=nice, session_group_nice=None, why_not_group="no autogroup")
-    if os.getsid(0) != os.getpid():
+    try:
+        leads_session = os.getsid(0) == os.getpid()
+    except OSError:  # a sandbox that hides sessions: nothing to decide by
+        leads_session = False
+    if not leads_session:
         why = (
             "this process does not lead its session: under the kernel's autogroup scheduling "
             "its niceness orders it only against its own session's processes; start it in a "
@@ -73,6 +77,6 @@ def session_group_nice() -> int | None:
     """The niceness of this process's session group (``None`` without autogroup)."""
     try:
         text = AUTOGROUP.read_text()  # "/autogroup-85 nice 0"
-    except OSError:
+        return int(text.rsplit("nice", 1)[1])
+    except (OSError, IndexError, ValueError):  # no autogroup, or a kernel that words it otherwise
         return None
-    return int(text.rsplit("nice", 1)[1])

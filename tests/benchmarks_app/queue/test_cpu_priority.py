@@ -38,13 +38,15 @@ def _lowered(*, own_session: bool) -> dict[str, object]:
     answer = subprocess.run(
         [sys.executable, "-c", PROBE],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # Only what it needs: a setting another test left in this worker's environment must
+        # not decide how the probe starts.
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=60,
-        check=True,
         start_new_session=own_session,
     )
+    assert answer.returncode == 0, f"the probe failed ({answer.returncode}): {answer.stderr}"
     seen: dict[str, object] = json.loads(answer.stdout.strip().splitlines()[-1])
     before = seen["before"]
     assert isinstance(before, dict)

@@ -154,13 +154,26 @@ def test_a_run_failed_at_the_cap_stops_its_live_sibling_and_its_calls(settings: 
         worker.start()
         try:
             # The sibling idles on the hanging judge (its first truth judged, its calls sent).
+            # Every call it has opened must have reached the server before the run fails:
+            # its ledger row is written just before the request, and a vote still on its way
+            # would look like a call made after the failure.
             live_calls = JudgeCall.objects.filter(run=run, status=JudgeCallStatus.PENDING)
-            _until(
-                lambda: (
+            sibling_calls = JudgeCall.objects.filter(run=run).exclude(pk=capped_call.pk)
+
+            def sibling_idle() -> bool:
+                return (
                     AuditTruthResult.objects.filter(run=run).count() == 1
                     and live_calls.exclude(pk=capped_call.pk).count() >= 2
+                    and len(server.requests) == sibling_calls.count()
                 )
-            )
+
+            def sibling_stays_idle() -> bool:
+                if not sibling_idle():
+                    return False
+                time.sleep(0.3)
+                return sibling_idle()
+
+            _until(sibling_stays_idle)
             # Its lease runs out: the sweeper finds it past the cap and fails the run.
             RunPiece.objects.filter(pk=capped.pk).update(
                 lease_expires_at=timezone.now() - timedelta(seconds=1)
