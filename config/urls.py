@@ -5,6 +5,10 @@ from django.urls import include, path
 
 from benchmarks_app.views import ops
 
+# The admin modules load with the URLconf: the admin's app config leaves them out of
+# processes that serve no page (benchmarks_app.apps.GroupedAdminConfig).
+admin.autodiscover()
+
 admin.site.site_header = "Evaluation platform — curation"
 admin.site.site_title = "Evaluation platform admin"
 admin.site.index_title = "Ground truth, submissions and runs"

@@ -20,7 +20,7 @@ from benchmarks_app.models import EvaluationRun, PieceStatus, RunPiece
 from benchmarks_app.models.runs import ACTIVE_STATUSES
 from benchmarks_app.services.leases import database_now
 from benchmarks_app.services.queue_canary import queue_canary_write
-from benchmarks_app.services.run_state import run_plan
+from benchmarks_app.services.run_state import run_piece_weights, run_plan
 
 # The queue task that processes one piece of a run (and more of the same run, see above).
 PIECE_TASK = "benchmarks_app.tasks.runs.process_run_piece"
@@ -68,7 +68,11 @@ def run_pieces_prepare(*, run: EvaluationRun) -> list[RunPiece]:
     """
     pieces = []
     now = database_now()
-    for key in run_plan(run) or [""]:
+    weights = run_piece_weights(run)
+    # Heaviest first (created in that order, so in the order the queue's workers claim them):
+    # the run is as long as its longest piece, which must not wait behind the short ones.
+    keys = sorted(run_plan(run) or [""], key=lambda key: -weights.get(key, 1))
+    for key in keys:
         piece, created = RunPiece.objects.get_or_create(
             run=run, key=key, defaults={"enqueued_at": now}
         )

@@ -51,12 +51,14 @@ class RunKind:
     ``plan(run)`` lists the keys of the pieces still to do; ``process(run, key)`` does one and
     must skip items that already have results, so that a piece done again redoes only what is
     missing; ``finish(run)``, when given, ends the run once every piece has ended (otherwise
-    ``process`` ends it, as single-piece runs do).
+    ``process`` ends it, as single-piece runs do); ``weigh(run)``, when given, estimates each
+    piece's work by key (:func:`run_piece_weights`).
     """
 
     process: str
     plan: str | None = None
     finish: str | None = None
+    weigh: str | None = None
 
 
 RUN_KINDS: dict[str, RunKind] = {
@@ -64,6 +66,7 @@ RUN_KINDS: dict[str, RunKind] = {
         plan="benchmarks_app.services.audit.processing.audit_run_plan",
         process="benchmarks_app.services.audit.processing.audit_process_piece",
         finish="benchmarks_app.services.audit.processing.audit_run_finish",
+        weigh="benchmarks_app.services.audit.processing.audit_piece_weights",
     ),
     Benchmark.PROBES: RunKind(process="benchmarks_app.services.probes.probe_run_process"),
     Benchmark.CHECKLIST: RunKind(process="benchmarks_app.services.checklist.process_checklist"),
@@ -73,6 +76,18 @@ RUN_KINDS: dict[str, RunKind] = {
 def run_plan(run: EvaluationRun) -> list[str]:
     kind = RUN_KINDS[run.benchmark]
     return list(import_string(kind.plan)(run)) if kind.plan else [""]
+
+
+def run_piece_weights(run: EvaluationRun) -> dict[str, int]:
+    """Each piece's estimated work by key, as its kind weighs it (a key left out weighs 1).
+
+    Pieces are handed out heaviest first, and a ``--wait`` command's processes share them by
+    weight: a run is as long as its longest piece, and that piece is a chain of judge rounds
+    that only goes faster when nothing else holds its process's GIL or the queue's first
+    place (issue 38).
+    """
+    kind = RUN_KINDS[run.benchmark]
+    return dict(import_string(kind.weigh)(run)) if kind.weigh else {}
 
 
 def run_start(run_id: int) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from benchmarks_app.db_pool import orm_trip
 from benchmarks_app.models import (
@@ -284,6 +284,25 @@ def audit_run_plan(run: EvaluationRun) -> list[str]:
         .order_by("project_id")
         .values_list("project_id", flat=True)
     )
+
+
+def audit_piece_weights(run: EvaluationRun) -> dict[str, int]:
+    """Each repo's judging, estimated as its truth findings x the scan findings it judges (the
+    questions its matching may ask before batching and consensus narrow them). The bundled
+    data's bakerfi (32 x 70) is then 43% of the run: the chain every other repo waits for."""
+    truths = (
+        run_truth_findings(run)
+        .values("repo__project_id")
+        .annotate(n=Count("pk", distinct=True))
+        .values_list("repo__project_id", "n")
+    )
+    scans = dict(
+        AuditRunScan.objects.filter(run=run)
+        .values("repo__project_id")
+        .annotate(n=Count("scan_result__findings"))
+        .values_list("repo__project_id", "n")
+    )
+    return {key: n * max(1, scans.get(key, 1)) for key, n in truths}
 
 
 def _jobs(run: EvaluationRun, *, only: str | None = None) -> list[_RepoJob]:
