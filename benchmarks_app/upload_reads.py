@@ -11,12 +11,13 @@ its JSON shape and the web pages with their short "The site is busy" page.
 
 A submission refused for what it sent (400 or 413: not CSV or JSON, a row or a field over a
 limit, the body too large) was parsed for nothing, so it counts against the user's
-``UPLOAD_REFUSALS_PER_HOUR``, kept in the shared cache (:mod:`benchmarks_app.rate_limits`) so
-that every web process counts the same refusals. Once the hour's refusals are spent, the
-user's next submission is answered 429 with Retry-After once received, before it is parsed,
-even a good file, so one account cannot keep the site parsing bad files in a loop (issue 35).
-Accepted submissions, quota refusals (429) and refusals for load (503) cost nothing. Papers
-have their own allowance (``CHECKLIST_PAPER_CHECKS_PER_HOUR``), counted where they are read.
+``UPLOAD_REFUSALS_PER_HOUR`` and ``UPLOAD_REFUSALS_PER_10_MIN`` (the hour's are not for one
+burst), kept in the shared cache (:mod:`benchmarks_app.rate_limits`) so that every web process
+counts the same refusals. Once either is spent, the user's next submission is answered 429
+with Retry-After once received, before it is parsed, even a good file, so one account cannot
+keep the site parsing bad files in a loop (issue 35). Accepted submissions, quota refusals
+(429) and refusals for load (503) cost nothing. Papers have their own allowances
+(``CHECKLIST_PAPER_CHECKS_PER_HOUR`` and ``_PER_10_MIN``), counted where they are read.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest
 from rest_framework.views import APIView
 
-from benchmarks_app.rate_limits import rate_count, rate_spent
+from benchmarks_app.rate_limits import Allowance, allowances_count, allowances_spent
 from benchmarks_app.services.reader_slots import PaperReadRefused, upload_read_hold
 
 View = TypeVar("View", bound=Callable[..., Any])
@@ -109,19 +110,31 @@ def _refusals_key(request: Any) -> str | None:
     return f"upload-refusals:user:{user.pk}"
 
 
+def upload_refusal_allowances() -> list[Allowance]:
+    """``UPLOAD_REFUSALS_PER_HOUR`` and ``UPLOAD_REFUSALS_PER_10_MIN``."""
+    return [
+        Allowance(int(settings.UPLOAD_REFUSALS_PER_HOUR), REFUSALS_WINDOW_S, "this hour"),
+        Allowance(int(settings.UPLOAD_REFUSALS_PER_10_MIN), 600, "in the last 10 minutes"),
+    ]
+
+
 def upload_refusals_allowance_check(*, key: str) -> None:
     """UploadRefusalsExceeded, counting nothing, when the refusals under ``key`` have spent
-    the hour's ``UPLOAD_REFUSALS_PER_HOUR``."""
-    limit = int(settings.UPLOAD_REFUSALS_PER_HOUR)
-    wait = rate_spent(key=key, limit=limit, duration_s=REFUSALS_WINDOW_S)
-    if wait is not None:
+    ``UPLOAD_REFUSALS_PER_HOUR`` or ``UPLOAD_REFUSALS_PER_10_MIN``."""
+    spent = allowances_spent(key=key, allowances=upload_refusal_allowances())
+    if spent is not None:
+        allowance, wait = spent
         raise UploadRefusalsExceeded(
-            f"You have had {limit} submissions refused this hour because their file or body "
-            f"could not be accepted (not valid CSV or JSON, fields missing, a limit exceeded); "
-            f"this one was not parsed. Fix the file, then try again in "
+            f"You have had {allowance.limit} submissions refused {allowance.wording} because "
+            f"their file or body could not be accepted (not valid CSV or JSON, fields missing, "
+            f"a limit exceeded); this one was not parsed. Fix the file, then try again in "
             f"{max(1, int(wait))} seconds.",
             retry_after_s=wait,
         )
+
+
+def _refusal_count(key: str) -> None:
+    allowances_count(key=key, allowances=upload_refusal_allowances())
 
 
 def _answered_status(view_self: Any, exc: Exception) -> tuple[Any, int | None]:
@@ -167,12 +180,12 @@ def reads_upload(view: View) -> View:
                 raise
             answer, status = _answered_status(view_self, exc)
             if status in REFUSED_FOR_CONTENT:
-                rate_count(key=key, duration_s=REFUSALS_WINDOW_S)
+                _refusal_count(key)
             if answer is None:
                 raise
             return answer
         if key is not None and answer.status_code in REFUSED_FOR_CONTENT:
-            rate_count(key=key, duration_s=REFUSALS_WINDOW_S)
+            _refusal_count(key)
         return answer
 
     # The API schema documents its 503 (benchmarks_app.api.schema).

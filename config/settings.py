@@ -369,10 +369,16 @@ UPLOAD_READ_SLOT_MIN_KB = envparse.env_int(ENV, "UPLOAD_READ_SLOT_MIN_KB", 1024,
 CHECKLIST_PAPER_CHECKS_PER_HOUR = envparse.env_int(
     ENV, "CHECKLIST_PAPER_CHECKS_PER_HOUR", 30, minimum=1
 )
+# ... and per 10 minutes, so that the hour's allowance cannot all be spent in its first minute.
+CHECKLIST_PAPER_CHECKS_PER_10_MIN = envparse.env_int(
+    ENV, "CHECKLIST_PAPER_CHECKS_PER_10_MIN", 10, minimum=1
+)
 # Submissions of result files (audit results, probe responses) refused for their content
 # (400/413: not CSV or JSON, over a limit), per user and hour; past it the user's next
 # submission is answered 429 with Retry-After before it is parsed.
 UPLOAD_REFUSALS_PER_HOUR = envparse.env_int(ENV, "UPLOAD_REFUSALS_PER_HOUR", 20, minimum=1)
+# ... and per 10 minutes (the hour's allowance is not for one burst).
+UPLOAD_REFUSALS_PER_10_MIN = envparse.env_int(ENV, "UPLOAD_REFUSALS_PER_10_MIN", 5, minimum=1)
 # A token refused for its rate that keeps sending (not waiting for Retry-After) gets its next
 # answers this many seconds late, one such request per web process at a time (the others at
 # once): a client in a loop then sends about one request a second, not a hundred, while a

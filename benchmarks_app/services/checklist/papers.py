@@ -11,7 +11,12 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from benchmarks_app.models import ChecklistQuestion, PaperKind
-from benchmarks_app.rate_limits import rate_count, rate_spent, rate_take
+from benchmarks_app.rate_limits import (
+    Allowance,
+    allowances_count,
+    allowances_spent,
+    allowances_take,
+)
 from benchmarks_app.services.checklist.errors import ChecklistSubmissionError
 from benchmarks_app.services.reader_slots import PaperChecksRateExceeded, reader_slot_hold
 from benchmarks_app.services.uploads import upload_max_bytes, upload_too_large
@@ -101,33 +106,41 @@ def _checks_key(user: object) -> str | None:
     return f"paper-checks:user:{pk}" if getattr(user, "is_authenticated", False) else None
 
 
-def _checks_refused(wait_s: float) -> PaperChecksRateExceeded:
-    limit = settings.CHECKLIST_PAPER_CHECKS_PER_HOUR
+def paper_check_allowances() -> list[Allowance]:
+    """``CHECKLIST_PAPER_CHECKS_PER_HOUR`` and ``CHECKLIST_PAPER_CHECKS_PER_10_MIN``."""
+    return [
+        Allowance(int(settings.CHECKLIST_PAPER_CHECKS_PER_HOUR), 3600, "this hour"),
+        Allowance(int(settings.CHECKLIST_PAPER_CHECKS_PER_10_MIN), 600, "in the last 10 minutes"),
+    ]
+
+
+def _checks_refused(spent: tuple[Allowance, float]) -> PaperChecksRateExceeded:
+    allowance, wait_s = spent
     return PaperChecksRateExceeded(
-        f"You have had {limit} papers read without storing a submission this hour (previews, "
-        f"and submissions refused because a paper could not be read); try again in "
-        f"{max(1, int(wait_s))} seconds.",
+        f"You have had {allowance.limit} papers read without storing a submission "
+        f"{allowance.wording} (previews, and submissions refused because a paper could not be "
+        f"read); try again in {max(1, int(wait_s))} seconds.",
         retry_after_s=wait_s,
     )
 
 
 def paper_checks_allowance_check(*, user: object) -> None:
-    """PaperChecksRateExceeded, counting nothing, when ``user`` has spent the hour's reads that
-    store nothing (CHECKLIST_PAPER_CHECKS_PER_HOUR): asked before a submission's files are
-    read, whose refusal would then count (:func:`paper_checks_count_refusal`)."""
+    """PaperChecksRateExceeded, counting nothing, when ``user`` has spent the reads that store
+    nothing (CHECKLIST_PAPER_CHECKS_PER_HOUR or _PER_10_MIN): asked before a submission's files
+    are read, whose refusal would then count (:func:`paper_checks_count_refusal`)."""
     key = _checks_key(user)
     if key is None:
         return
-    wait = rate_spent(key=key, limit=settings.CHECKLIST_PAPER_CHECKS_PER_HOUR, duration_s=3600)
-    if wait is not None:
-        raise _checks_refused(wait)
+    spent = allowances_spent(key=key, allowances=paper_check_allowances())
+    if spent is not None:
+        raise _checks_refused(spent)
 
 
 def paper_checks_count_refusal(*, user: object) -> None:
     """A submission was refused at reading a paper: its read counts like a preview's."""
     key = _checks_key(user)
     if key is not None:
-        rate_count(key=key, duration_s=3600)
+        allowances_count(key=key, allowances=paper_check_allowances())
 
 
 def _extract(*, field: str, what: str, upload: PaperUpload, strict: bool) -> ExtractedPaper:
@@ -162,13 +175,14 @@ def checklist_extract_preview(
     counting against a quota: missing questions are findings here, not errors. A file that
     cannot be read at all (not a PDF, no checklist section) still raises, naming ``field``.
 
-    Each preview counts against ``user``'s hourly reads that store nothing
-    (CHECKLIST_PAPER_CHECKS_PER_HOUR; PaperChecksRateExceeded past it, before reading)."""
+    Each preview counts against ``user``'s reads that store nothing
+    (CHECKLIST_PAPER_CHECKS_PER_HOUR and _PER_10_MIN; PaperChecksRateExceeded past either,
+    before reading)."""
     key = _checks_key(user)
     if key is not None:
-        wait = rate_take(key=key, limit=settings.CHECKLIST_PAPER_CHECKS_PER_HOUR, duration_s=3600)
-        if wait is not None:
-            raise _checks_refused(wait)
+        spent = allowances_take(key=key, allowances=paper_check_allowances())
+        if spent is not None:
+            raise _checks_refused(spent)
     return _extract(field=field, what="paper", upload=upload, strict=False)
 
 

@@ -138,3 +138,15 @@ def test_submissions_refused_at_reading_count_and_accepted_ones_do_not(settings)
     assert ChecklistSubmission.objects.count() == 2
     # The preview draws on the same allowance.
     assert api.post(EXTRACT, {"file": _tex()}, format="multipart").status_code == 429
+
+
+def test_previews_have_a_ten_minute_allowance_inside_the_hour_s(settings) -> None:
+    settings.CHECKLIST_PAPER_CHECKS_PER_HOUR = 30
+    settings.CHECKLIST_PAPER_CHECKS_PER_10_MIN = 2
+    client = _api(UserFactory())
+    codes = [client.post(EXTRACT, {"file": _tex()}, format="multipart").status_code for _ in "abc"]
+    assert codes == [200, 200, 429]
+    refused = client.post(EXTRACT, {"file": _tex()}, format="multipart")
+    detail = refused.json()["detail"]
+    assert "2 papers read without storing a submission in the last 10 minutes" in detail
+    assert 1 <= int(refused["Retry-After"]) <= 600

@@ -203,3 +203,21 @@ def test_draining_reads_a_body_to_its_end_within_its_bounds() -> None:
     assert 0 < slow.tell() < len(data)
     # A body shorter than its stated length: not drained.
     assert upload_reads.request_body_drain(_raw_request(io.BytesIO(b"abc"), 10)) is False
+
+
+def test_the_ten_minute_allowance_stops_a_burst_before_the_hour_s(
+    settings: Any, suite: None
+) -> None:
+    """The hour's refusals are not for one burst: past UPLOAD_REFUSALS_PER_10_MIN the next
+    submission waits, and the answer names the window that refused it."""
+    settings.UPLOAD_REFUSALS_PER_HOUR = 20
+    settings.UPLOAD_REFUSALS_PER_10_MIN = 3
+    api = _api("burst")
+    refused = [_post_responses(api, "m", b"{not json\n").status_code for _ in range(3)]
+    assert refused == [400, 400, 400]
+    spent = _post_responses(api, "m", _good_responses())
+    assert spent.status_code == 429
+    assert "3 submissions refused in the last 10 minutes" in spent.json()["detail"]
+    # The wait is the short window's, not the hour's.
+    assert 1 <= int(spent["Retry-After"]) <= 600
+    assert not ResponseSubmission.objects.exists()

@@ -717,10 +717,10 @@ def _masked(text: str, names: list[str]) -> str:
     return _PER_RESPONSE.sub(r"\1", text)
 
 
-# Every route gets dozens of bad uploads from one participant here, past the hourly allowance
+# Every route gets dozens of bad uploads from one participant here, past the allowances
 # of refused submissions (its 429 answers any name alike, so it would only hide the answers
 # this test compares).
-@override_settings(UPLOAD_REFUSALS_PER_HOUR=100_000)
+@override_settings(UPLOAD_REFUSALS_PER_HOUR=100_000, UPLOAD_REFUSALS_PER_10_MIN=100_000)
 def test_no_write_confirms_a_hidden_entrant_s_name(world: World) -> None:
     """Every route is POSTed, as the participant, a bad upload under the other team's hidden
     scanner and model names, under names that never existed, and under look-alikes of each:
