@@ -3,9 +3,6 @@ that refuses is the one named, and a refused take counts nothing."""
 
 from __future__ import annotations
 
-import pytest
-from django.core.cache import cache
-
 from benchmarks_app.rate_limits import (
     Allowance,
     allowances_count,
@@ -15,11 +12,6 @@ from benchmarks_app.rate_limits import (
 
 HOUR = Allowance(5, 3600, "this hour")
 TEN_MINUTES = Allowance(2, 600, "in the last 10 minutes")
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache() -> None:
-    cache.clear()
 
 
 def test_the_shorter_window_refuses_first_and_a_refusal_counts_nothing() -> None:
