@@ -68,7 +68,7 @@ def rate_count(*, key: str, duration_s: int, now: float | None = None) -> None:
 class Allowance:
     """``limit`` events per ``duration_s``, one of several that bound the same events: an
     hour's allowance and a shorter one, so that a client cannot spend the hour's in its first
-    minute (issue 35: three hostile accounts did, and the site parsed 150 bad files at once)."""
+    minute (issue 35: three hostile accounts did, 150 bad files read in their first minutes)."""
 
     limit: int
     duration_s: int

@@ -2,7 +2,8 @@
 is over, without sessions, authentication, the view or the database.
 
 An account that sends hostile files back to back, not waiting for Retry-After, is answered
-429 by the API throttles and by its spent refusal allowance (``UPLOAD_REFUSALS_PER_HOUR``).
+429 by the API throttles and by its spent refusal allowances (``UPLOAD_REFUSALS_PER_HOUR``,
+``UPLOAD_REFUSALS_PER_10_MIN``).
 Each of those answers still went through every middleware, DRF's dispatch, a token look-up
 in the database and the throttle's own cache round trips: in the deadline rush, three such
 accounts sent 87 requests a second, every one refused, and raised the other visitors' p95

@@ -20,11 +20,11 @@ print(gc.get_freeze_count(), "benchmarks_app.views.audit" in sys.modules,
 """
 
 
-@pytest.mark.parametrize("module", ["config.wsgi", "config.asgi"])
-def test_the_application_module_loads_the_views_and_freezes_start_up(module: str) -> None:
+def _printed(code: str) -> list[str]:
+    """What ``code`` prints, run in a fresh interpreter (start-up is what is looked at)."""
     env = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(module=module)],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -32,7 +32,12 @@ def test_the_application_module_loads_the_views_and_freezes_start_up(module: str
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    frozen, views, api, admin = done.stdout.split()
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize("module", ["config.wsgi", "config.asgi"])
+def test_the_application_module_loads_the_views_and_freezes_start_up(module: str) -> None:
+    frozen, views, api, admin = _printed(PROBE.format(module=module))
     assert views == "True" and api == "True" and admin == "True"
     # Django, DRF and the project's modules: well over ten thousand objects.
     assert int(frozen) > 10_000
@@ -55,16 +60,6 @@ print(before, "benchmarks_app.admin" in sys.modules, admin.site.is_registered(Ev
 def test_the_admin_modules_wait_for_the_urlconf_or_the_checks() -> None:
     """A judging command or a queue worker does not import the admin (a tenth of a second of
     every start); the admin's checks still see every ModelAdmin, discovering them first."""
-    env = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
-    done = subprocess.run(
-        [sys.executable, "-c", ADMIN_PROBE],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    loaded_at_setup, loaded_for_checks, registered, errors = done.stdout.split()
+    loaded_at_setup, loaded_for_checks, registered, errors = _printed(ADMIN_PROBE)
     assert loaded_at_setup == "False"
     assert (loaded_for_checks, registered, errors) == ("True", "True", "0")

@@ -289,7 +289,8 @@ def audit_run_plan(run: EvaluationRun) -> list[str]:
 def audit_piece_weights(run: EvaluationRun) -> dict[str, int]:
     """Each repo's judging, estimated as its truth findings x the scan findings it judges (the
     questions its matching may ask before batching and consensus narrow them). The bundled
-    data's bakerfi (32 x 70) is then 43% of the run: the chain every other repo waits for."""
+    data's bakerfi (32 x 70) is then the heaviest by far (43% of the run's calls): the chain
+    every other repo waits for."""
     truths = (
         run_truth_findings(run)
         .values("repo__project_id")
